@@ -1,0 +1,219 @@
+// Package store owns the storage contract of the issuer: the records, the
+// interfaces every backend implements, and the sentinel errors callers check
+// with errors.Is. Backends live in subpackages and never import the domain.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Sentinel errors. Backends wrap them with %w; callers test with errors.Is.
+var (
+	// ErrNotFound means no record matched.
+	ErrNotFound = errors.New("store: not found")
+	// ErrAlreadyExists means a unique key (an email, a kid, an idempotency key) is taken.
+	ErrAlreadyExists = errors.New("store: already exists")
+	// ErrPrecondition means the record exists but is not in the state the
+	// atomic operation requires (a refresh token already rotated or revoked).
+	// Nothing was changed.
+	ErrPrecondition = errors.New("store: precondition failed")
+)
+
+// Account status values.
+const (
+	StatusEnabled  = "enabled"
+	StatusDisabled = "disabled"
+)
+
+// User is an account. Optional text fields are "" when unset.
+type User struct {
+	ID              string     `db:"id"`
+	Email           string     `db:"email"`
+	EmailNormalized string     `db:"email_normalized"`
+	PasswordHash    string     `db:"password_hash"`
+	Name            string     `db:"name"`
+	Role            string     `db:"role"`
+	Status          string     `db:"status"`
+	EmailVerifiedAt *time.Time `db:"email_verified_at"`
+	TenantID        string     `db:"tenant_id"`
+	OrganizationID  string     `db:"organization_id"`
+	CreatedAt       time.Time  `db:"created_at"`
+	UpdatedAt       time.Time  `db:"updated_at"`
+}
+
+// Session is one device login: one refresh-token family.
+type Session struct {
+	ID           string     `db:"id"`
+	UserID       string     `db:"user_id"`
+	DeviceID     string     `db:"device_id"`
+	DeviceName   string     `db:"device_name"`
+	UserAgent    string     `db:"user_agent"`
+	IP           string     `db:"ip"`
+	CreatedAt    time.Time  `db:"created_at"`
+	LastUsedAt   time.Time  `db:"last_used_at"`
+	ExpiresAt    time.Time  `db:"expires_at"`
+	RevokedAt    *time.Time `db:"revoked_at"`
+	RevokeReason string     `db:"revoke_reason"`
+}
+
+// RefreshToken is the stored form of a refresh token: never the token itself,
+// only its SHA-256 (hex).
+type RefreshToken struct {
+	Hash       string     `db:"token_hash"`
+	SessionID  string     `db:"session_id"`
+	UserID     string     `db:"user_id"`
+	ParentHash string     `db:"parent_hash"` // "" for the first token of a session
+	IssuedAt   time.Time  `db:"issued_at"`
+	ExpiresAt  time.Time  `db:"expires_at"`
+	RotatedAt  *time.Time `db:"rotated_at"`
+	RevokedAt  *time.Time `db:"revoked_at"`
+}
+
+// Rotation is what RotateRefreshToken reports: the presented token as it
+// stood before the call, and (when it had been rotated before) its child.
+type Rotation struct {
+	Token RefreshToken
+	Child *RefreshToken // the token that replaced Token, when Token was rotated
+}
+
+// AuditEvent is one entry of the audit trail. Data never holds a secret.
+type AuditEvent struct {
+	ID         string    `db:"id"`
+	Type       string    `db:"type"`
+	OccurredAt time.Time `db:"occurred_at"`
+	UserID     string    `db:"user_id"`
+	SessionID  string    `db:"session_id"`
+	ActorID    string    `db:"actor_id"` // who acted when not the user (an admin)
+	IP         string    `db:"ip"`
+	UserAgent  string    `db:"user_agent"`
+	RequestID  string    `db:"request_id"`
+	Data       []byte    `db:"data"` // a JSON object
+}
+
+// AuditFilter selects audit events; zero fields do not filter. Results are
+// newest first; the cursor is the (OccurredAt, ID) of the last entry seen.
+type AuditFilter struct {
+	UserID string
+	Type   string
+	Since  time.Time // inclusive
+	Until  time.Time // exclusive
+	Limit  int
+	After  *AuditCursor
+}
+
+// AuditCursor is a position in the newest-first audit order.
+type AuditCursor struct {
+	OccurredAt time.Time
+	ID         string
+}
+
+// SigningKey is an RS256 key pair. The private key is sealed (encrypted under
+// the key-encryption key) before it reaches the store.
+type SigningKey struct {
+	KID         string     `db:"kid"`
+	Algorithm   string     `db:"alg"`
+	PublicJWK   []byte     `db:"public_jwk"`  // JSON
+	PrivateSeal []byte     `db:"private_key"` // sealed PKCS#8
+	CreatedAt   time.Time  `db:"created_at"`
+	ActivatesAt time.Time  `db:"activates_at"` // signs from then on
+	RetiresAt   *time.Time `db:"retires_at"`   // stops signing then
+	ExpiresAt   *time.Time `db:"expires_at"`   // unpublished then: every token it signed has expired
+}
+
+// IdempotencyRecord is a remembered response to a request carrying an
+// Idempotency-Key. Status 0 means the first request is still running.
+type IdempotencyRecord struct {
+	Scope       string    `db:"scope"`
+	Key         string    `db:"idem_key"`
+	RequestHash string    `db:"request_hash"`
+	Status      int       `db:"status"`
+	Body        []byte    `db:"body"`
+	CreatedAt   time.Time `db:"created_at"`
+}
+
+// Queries is every operation of the store. It runs on its own (each call is
+// atomic) or inside Store.InTx, where all calls share one transaction.
+type Queries interface {
+	// CreateUser inserts u. ErrAlreadyExists when EmailNormalized is taken.
+	CreateUser(ctx context.Context, u User) error
+	// UserByID returns the user or ErrNotFound.
+	UserByID(ctx context.Context, id string) (User, error)
+	// UserByEmail looks the user up by normalized email, or ErrNotFound.
+	UserByEmail(ctx context.Context, emailNormalized string) (User, error)
+	// SetPasswordHash replaces the user's password hash. ErrNotFound when absent.
+	SetPasswordHash(ctx context.Context, userID, hash string, now time.Time) error
+
+	// CreateSession inserts s.
+	CreateSession(ctx context.Context, s Session) error
+	// SessionByID returns the session or ErrNotFound.
+	SessionByID(ctx context.Context, id string) (Session, error)
+	// ActiveSessionByDevice returns the user's unrevoked, unexpired session for
+	// deviceID, or ErrNotFound.
+	ActiveSessionByDevice(ctx context.Context, userID, deviceID string, now time.Time) (Session, error)
+	// ActiveSessions lists the user's unrevoked, unexpired sessions, newest first.
+	ActiveSessions(ctx context.Context, userID string, now time.Time) ([]Session, error)
+	// RevokeSession revokes the session and every refresh token in it. It
+	// reports whether anything changed (false when already revoked); ErrNotFound
+	// when there is no such session.
+	RevokeSession(ctx context.Context, id, reason string, now time.Time) (bool, error)
+	// RevokeUserSessions revokes every unrevoked session and refresh token of
+	// the user and returns the ids of the sessions it revoked.
+	RevokeUserSessions(ctx context.Context, userID, reason string, now time.Time) ([]string, error)
+
+	// CreateRefreshToken inserts the first token of a session.
+	CreateRefreshToken(ctx context.Context, t RefreshToken) error
+	// RefreshTokenByHash returns the token or ErrNotFound.
+	RefreshTokenByHash(ctx context.Context, hash string) (RefreshToken, error)
+	// RotateRefreshToken atomically replaces the token identified by hash with
+	// next (same session and user): it locks the row, and only when the token
+	// is neither rotated nor revoked nor expired at now does it mark it rotated,
+	// insert next and extend the session (last_used_at = now, expires_at =
+	// next.ExpiresAt, ip/user agent when given). Of any number of concurrent
+	// rotations of one token exactly one succeeds. Otherwise nothing changes and
+	// it returns the Rotation as found with ErrPrecondition (ErrNotFound when
+	// the hash is unknown).
+	RotateRefreshToken(ctx context.Context, hash string, next RefreshToken, now time.Time, ip, userAgent string) (Rotation, error)
+	// TouchSession records a use of the session.
+	TouchSession(ctx context.Context, id string, now time.Time, ip, userAgent string) error
+
+	// AppendAudit records an event.
+	AppendAudit(ctx context.Context, e AuditEvent) error
+	// ListAudit returns events matching f, newest first, at most f.Limit.
+	ListAudit(ctx context.Context, f AuditFilter) ([]AuditEvent, error)
+
+	// CreateSigningKey inserts k. ErrAlreadyExists when the kid is taken.
+	CreateSigningKey(ctx context.Context, k SigningKey) error
+	// SigningKeys returns every key not yet expired at now, oldest first.
+	SigningKeys(ctx context.Context, now time.Time) ([]SigningKey, error)
+	// RetireSigningKeys sets retires_at = at and expires_at = expires on every
+	// key that has no retires_at yet and activates before at. It returns the
+	// kids it retired.
+	RetireSigningKeys(ctx context.Context, at, expires time.Time, exceptKID string) ([]string, error)
+	// LockSigningKeys serializes key creation among instances until the end of
+	// the transaction. Only meaningful inside InTx.
+	LockSigningKeys(ctx context.Context) error
+
+	// ReserveIdempotencyKey inserts r (Status 0) unless a record for
+	// (Scope, Key) newer than notBefore exists; then it returns that record with
+	// ErrAlreadyExists. Older records are replaced.
+	ReserveIdempotencyKey(ctx context.Context, r IdempotencyRecord, notBefore time.Time) (IdempotencyRecord, error)
+	// CompleteIdempotencyKey stores the response of a reserved key.
+	CompleteIdempotencyKey(ctx context.Context, scope, key string, status int, body []byte) error
+	// ReleaseIdempotencyKey forgets a reservation whose request failed, so the
+	// client may retry.
+	ReleaseIdempotencyKey(ctx context.Context, scope, key string) error
+}
+
+// Store is a backend: Queries plus transactions and lifecycle.
+type Store interface {
+	Queries
+	// InTx runs fn in one transaction: committed when fn returns nil, rolled
+	// back otherwise. fn must use only the Queries it is given.
+	InTx(ctx context.Context, fn func(Queries) error) error
+	// Ping checks that the database answers.
+	Ping(ctx context.Context) error
+	// Close releases the connections.
+	Close() error
+}
