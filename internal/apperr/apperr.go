@@ -14,16 +14,18 @@ type Kind int
 
 // The kinds. Each binary's error table maps them to statuses.
 const (
-	KindInternal        Kind = iota // a fault of ours; details never leave the process
-	KindMalformed                   // the request could not be read
-	KindInvalid                     // well-formed input that breaks a rule the client must fix before creating something
-	KindUnprocessable               // well-formed input that breaks a rule of an action on existing state
-	KindUnauthenticated             // credentials or token missing, wrong or expired
-	KindForbidden                   // authenticated but not allowed
-	KindNotFound                    // no such resource (for this caller)
-	KindConflict                    // the resource already exists or is in use
-	KindRateLimited                 // too many requests
-	KindUnavailable                 // a dependency is down or we shed load
+	KindInternal         Kind = iota // a fault of ours; details never leave the process
+	KindMalformed                    // the request could not be read
+	KindInvalid                      // well-formed input that breaks a rule the client must fix before creating something
+	KindUnprocessable                // well-formed input that breaks a rule of an action on existing state
+	KindUnauthenticated              // credentials or token missing, wrong or expired
+	KindForbidden                    // authenticated but not allowed
+	KindNotFound                     // no such resource (for this caller)
+	KindConflict                     // the resource already exists or is in use
+	KindRateLimited                  // too many requests
+	KindUnavailable                  // a dependency is down or we shed load
+	KindTooLarge                     // the request body is over the limit
+	KindUnsupportedMedia             // the request body is not of an accepted media type
 )
 
 // FieldError is one broken rule of one input field.

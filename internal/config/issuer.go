@@ -1,0 +1,126 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+// Issuer is the configuration of `issuer serve` (and of the subcommands
+// that open the same database and keys).
+type Issuer struct {
+	Listen             string
+	AdminListen        string
+	DatabaseURL        string
+	IssuerURL          string
+	Audience           string
+	AccessTokenTTL     time.Duration
+	RefreshTokenTTL    time.Duration
+	RefreshReuseLeeway time.Duration
+	KEKFile            string
+	TrustedProxies     []string
+	NoMigrate          bool
+	LogLevel           string
+	JWKSMaxAge         time.Duration
+	KeyReloadInterval  time.Duration
+	MaxBodyBytes       int64
+	HashConcurrency    int
+	ClockSkew          time.Duration
+}
+
+// DefaultDatabaseURL is the embedded default: a SQLite file.
+const DefaultDatabaseURL = "sqlite:./data/issuer.db"
+
+// StoreFlags registers the flags every subcommand that opens the database
+// and the keys needs.
+func (c *Issuer) StoreFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&c.DatabaseURL, "database-url", DefaultDatabaseURL, "database: postgres://... or sqlite:PATH")
+	fs.StringVar(&c.KEKFile, "kek-file", "./data/kek", "file holding the key-encryption key that seals the signing keys (base64 of 32 bytes); generated with a warning when missing and the database is the embedded SQLite default")
+	fs.DurationVar(&c.AccessTokenTTL, "access-token-ttl", 15*time.Minute, "lifetime of access tokens")
+	fs.DurationVar(&c.ClockSkew, "clock-skew", 30*time.Second, "clock skew allowed to verifiers; retired keys stay published this much longer")
+	fs.DurationVar(&c.KeyReloadInterval, "key-reload-interval", 30*time.Second, "how often the signing keys are re-read from the database (other replicas' rotations are seen within it)")
+	fs.StringVar(&c.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
+}
+
+// ServeFlags registers the flags of `issuer serve`.
+func (c *Issuer) ServeFlags(fs *pflag.FlagSet) {
+	c.StoreFlags(fs)
+	fs.StringVar(&c.Listen, "listen", ":8080", "address of the API listener")
+	fs.StringVar(&c.AdminListen, "admin-listen", "127.0.0.1:9090", "address of the admin listener (metrics)")
+	fs.StringVar(&c.IssuerURL, "issuer-url", "http://localhost:8080", "the iss claim and the discovery issuer")
+	fs.StringVar(&c.Audience, "audience", "api", "the aud claim")
+	fs.DurationVar(&c.RefreshTokenTTL, "refresh-token-ttl", 336*time.Hour, "lifetime of refresh tokens (each rotation starts a new one)")
+	fs.DurationVar(&c.RefreshReuseLeeway, "refresh-reuse-leeway", 0, "grace period in which the latest rotated refresh token presented again gets the same successor instead of revoking the user's sessions (0 = strict)")
+	fs.StringSliceVar(&c.TrustedProxies, "trusted-proxies", nil, "CIDRs of proxies whose X-Forwarded-For is believed (repeatable or comma-separated)")
+	fs.BoolVar(&c.NoMigrate, "no-migrate", false, "do not apply pending migrations at start")
+	fs.DurationVar(&c.JWKSMaxAge, "jwks-max-age", 5*time.Minute, "Cache-Control max-age of the JWK set")
+	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", 64<<10, "largest accepted request body")
+	fs.IntVar(&c.HashConcurrency, "hash-concurrency", 0, "password hashes computed at once (0 = number of CPUs); bounds memory under a login flood")
+}
+
+// Embedded reports whether the database is the SQLite embedded default,
+// where missing secrets may be generated for a laptop.
+func (c *Issuer) Embedded() bool { return strings.HasPrefix(c.DatabaseURL, "sqlite:") }
+
+// Validate checks the configuration and reports every problem at once.
+func (c *Issuer) Validate() error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if !strings.HasPrefix(c.DatabaseURL, "sqlite:") && !strings.HasPrefix(c.DatabaseURL, "postgres://") && !strings.HasPrefix(c.DatabaseURL, "postgresql://") {
+		add("--database-url must start with postgres://, postgresql:// or sqlite:")
+	}
+	if c.KEKFile == "" {
+		add("--kek-file is required")
+	}
+	if c.AccessTokenTTL < time.Minute || c.AccessTokenTTL > 24*time.Hour {
+		add("--access-token-ttl must be between 1m and 24h, got %s", c.AccessTokenTTL)
+	}
+	if c.ClockSkew < 0 || c.ClockSkew > 5*time.Minute {
+		add("--clock-skew must be between 0 and 5m, got %s", c.ClockSkew)
+	}
+	if c.KeyReloadInterval < time.Second {
+		add("--key-reload-interval must be at least 1s, got %s", c.KeyReloadInterval)
+	}
+	if _, err := ParseLogLevel(c.LogLevel); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// ValidateServe checks everything `issuer serve` needs.
+func (c *Issuer) ValidateServe() error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if err := c.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.Listen == "" {
+		add("--listen is required")
+	}
+	if u, err := url.Parse(c.IssuerURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || strings.HasSuffix(c.IssuerURL, "/") {
+		add("--issuer-url must be an absolute http(s) URL without a trailing slash, got %q", c.IssuerURL)
+	}
+	if c.Audience == "" {
+		add("--audience is required")
+	}
+	if c.RefreshTokenTTL < time.Hour || c.RefreshTokenTTL > 90*24*time.Hour {
+		add("--refresh-token-ttl must be between 1h and 2160h, got %s", c.RefreshTokenTTL)
+	}
+	if c.RefreshReuseLeeway < 0 || c.RefreshReuseLeeway > 5*time.Minute {
+		add("--refresh-reuse-leeway must be between 0s and 5m, got %s", c.RefreshReuseLeeway)
+	}
+	if c.JWKSMaxAge < 0 || c.JWKSMaxAge > 24*time.Hour {
+		add("--jwks-max-age must be between 0 and 24h, got %s", c.JWKSMaxAge)
+	}
+	if c.MaxBodyBytes < 1024 || c.MaxBodyBytes > 10<<20 {
+		add("--max-body-bytes must be between 1024 and 10485760, got %d", c.MaxBodyBytes)
+	}
+	if c.HashConcurrency < 0 {
+		add("--hash-concurrency must not be negative")
+	}
+	return errors.Join(errs...)
+}

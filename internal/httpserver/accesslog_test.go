@@ -1,0 +1,264 @@
+package httpserver
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestAccessLogFields(t *testing.T) {
+	logger, buf := newTestLogger()
+	h := RequestID(AccessLog(logger, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusCreated)
+		_, _ = io.WriteString(w, "hello")
+	})))
+	req := httptest.NewRequest(http.MethodPost, "/v1/login?token=secret-query", strings.NewReader(`{"password":"secret-body"}`))
+	req.RemoteAddr = "192.0.2.7:41000"
+	req.Header.Set("User-Agent", "palisade-test/1.0")
+	req.Header.Set("Authorization", "Bearer secret-header")
+	req.Header.Set("Cookie", "refresh=secret-cookie")
+	req.Header.Set(HeaderRequestID, "req-42")
+	h.ServeHTTP(httptest.NewRecorder(), req)
+
+	lines := logLinesWithMsg(t, buf, "request")
+	if len(lines) != 1 {
+		t.Fatalf("AccessLog wrote %d request lines, want 1; log:\n%s", len(lines), buf.String())
+	}
+	line := lines[0]
+	want := map[string]any{
+		"level":       "INFO",
+		"method":      "POST",
+		"path":        "/v1/login",
+		"status":      float64(201),
+		"bytes":       float64(5),
+		"request_id":  "req-42",
+		"remote_addr": "192.0.2.7:41000",
+		"user_agent":  "palisade-test/1.0",
+	}
+	for k, v := range want {
+		if line[k] != v {
+			t.Errorf("AccessLog line[%q] = %v, want %v", k, line[k], v)
+		}
+	}
+	if d, ok := line["duration_ms"].(float64); !ok || d < 0 {
+		t.Errorf("AccessLog line[duration_ms] = %v, want a non-negative number", line["duration_ms"])
+	}
+	if strings.Contains(buf.String(), "secret") {
+		t.Errorf("AccessLog leaked a query, header or body value into the log:\n%s", buf.String())
+	}
+}
+
+func TestAccessLogStatusAndLevel(t *testing.T) {
+	tests := []struct {
+		name       string
+		handler    http.HandlerFunc
+		wantStatus float64
+		wantBytes  float64
+		wantLevel  string
+	}{
+		{
+			name:       "implicit 200",
+			handler:    func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") },
+			wantStatus: 200, wantBytes: 2, wantLevel: "INFO",
+		},
+		{
+			name:       "nothing written",
+			handler:    func(http.ResponseWriter, *http.Request) {},
+			wantStatus: 200, wantBytes: 0, wantLevel: "INFO",
+		},
+		{
+			name:       "client error is info",
+			handler:    func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNotFound) },
+			wantStatus: 404, wantBytes: 0, wantLevel: "INFO",
+		},
+		{
+			name:       "server error is error",
+			handler:    func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) },
+			wantStatus: 503, wantBytes: 0, wantLevel: "ERROR",
+		},
+		{
+			name: "early hints are not the status",
+			handler: func(w http.ResponseWriter, _ *http.Request) {
+				w.WriteHeader(http.StatusEarlyHints)
+				w.WriteHeader(http.StatusAccepted)
+			},
+			wantStatus: 202, wantBytes: 0, wantLevel: "INFO",
+		},
+		{
+			name: "second WriteHeader ignored",
+			handler: func(w http.ResponseWriter, _ *http.Request) {
+				w.WriteHeader(http.StatusConflict)
+				w.WriteHeader(http.StatusOK)
+			},
+			wantStatus: 409, wantBytes: 0, wantLevel: "INFO",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			logger, buf := newTestLogger()
+			AccessLog(logger, tt.handler).ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/x", nil))
+			lines := logLinesWithMsg(t, buf, "request")
+			if len(lines) != 1 {
+				t.Fatalf("AccessLog wrote %d request lines, want 1", len(lines))
+			}
+			if got := lines[0]["status"]; got != tt.wantStatus {
+				t.Errorf("AccessLog status = %v, want %v", got, tt.wantStatus)
+			}
+			if got := lines[0]["bytes"]; got != tt.wantBytes {
+				t.Errorf("AccessLog bytes = %v, want %v", got, tt.wantBytes)
+			}
+			if got := lines[0]["level"]; got != tt.wantLevel {
+				t.Errorf("AccessLog level = %v, want %v", got, tt.wantLevel)
+			}
+		})
+	}
+}
+
+func TestAccessLogPanicPassesThrough(t *testing.T) {
+	logger, buf := newTestLogger()
+	h := AccessLog(logger, http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("boom") }))
+	func() {
+		defer func() {
+			if v := recover(); v != "boom" {
+				t.Errorf("AccessLog let through panic %v, want boom", v)
+			}
+		}()
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/x", nil))
+	}()
+	lines := logLinesWithMsg(t, buf, "request")
+	if len(lines) != 1 {
+		t.Fatalf("AccessLog wrote %d request lines for a panic, want 1", len(lines))
+	}
+	if lines[0]["status"] != float64(500) || lines[0]["level"] != "ERROR" {
+		t.Errorf("AccessLog(panic) status, level = %v, %v, want 500, ERROR", lines[0]["status"], lines[0]["level"])
+	}
+}
+
+func TestAccessLogOutsideRequestID(t *testing.T) {
+	logger, buf := newTestLogger()
+	h := AccessLog(logger, RequestID(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
+	req := httptest.NewRequest(http.MethodGet, "/x", nil)
+	req.Header.Set(HeaderRequestID, "outer-1")
+	h.ServeHTTP(httptest.NewRecorder(), req)
+	lines := logLinesWithMsg(t, buf, "request")
+	if len(lines) != 1 || lines[0]["request_id"] != "outer-1" {
+		t.Errorf("AccessLog outside RequestID logged %v, want one line with request_id outer-1", lines)
+	}
+}
+
+func TestAccessLogTruncatesUserAgent(t *testing.T) {
+	logger, buf := newTestLogger()
+	req := httptest.NewRequest(http.MethodGet, "/x", nil)
+	req.Header.Set("User-Agent", strings.Repeat("u", 1000))
+	AccessLog(logger, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})).ServeHTTP(httptest.NewRecorder(), req)
+	lines := logLinesWithMsg(t, buf, "request")
+	if len(lines) != 1 {
+		t.Fatalf("AccessLog wrote %d request lines, want 1", len(lines))
+	}
+	if ua, _ := lines[0]["user_agent"].(string); len(ua) != maxUserAgentLen {
+		t.Errorf("AccessLog user_agent length = %d, want %d", len(ua), maxUserAgentLen)
+	}
+}
+
+// serveLogged runs handler behind AccessLog on a real loopback server and
+// returns the server plus a channel closed once the access log line is out.
+func serveLogged(t *testing.T, handler http.HandlerFunc) (*httptest.Server, *syncBuffer, <-chan struct{}) {
+	t.Helper()
+	logger, buf := newTestLogger()
+	logged := make(chan struct{}, 1)
+	h := AccessLog(logger, handler)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(w, r)
+		logged <- struct{}{}
+	}))
+	t.Cleanup(srv.Close)
+	return srv, buf, logged
+}
+
+func TestAccessLogKeepsWriterFeatures(t *testing.T) {
+	srv, _, logged := serveLogged(t, func(w http.ResponseWriter, _ *http.Request) {
+		if _, ok := w.(http.Flusher); !ok {
+			t.Error("wrapped writer is not an http.Flusher")
+		}
+		if _, ok := w.(http.Hijacker); !ok {
+			t.Error("wrapped writer is not an http.Hijacker")
+		}
+		rc := http.NewResponseController(w)
+		// SetWriteDeadline is not implemented by the wrapper: it only
+		// works when ResponseController reaches the server's writer
+		// through Unwrap.
+		if err := rc.SetWriteDeadline(time.Now().Add(time.Minute)); err != nil {
+			t.Errorf("ResponseController.SetWriteDeadline through the wrapper = %v, want nil", err)
+		}
+		_, _ = io.WriteString(w, "part")
+		if err := rc.Flush(); err != nil {
+			t.Errorf("ResponseController.Flush through the wrapper = %v, want nil", err)
+		}
+	})
+	resp, err := srv.Client().Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	<-logged
+	if resp.StatusCode != http.StatusOK || string(body) != "part" {
+		t.Errorf("GET = %d %q, want 200 \"part\"", resp.StatusCode, body)
+	}
+}
+
+func TestAccessLogHijack(t *testing.T) {
+	srv, buf, logged := serveLogged(t, func(w http.ResponseWriter, _ *http.Request) {
+		conn, rw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			t.Errorf("Hijack through the wrapper = %v, want nil", err)
+			return
+		}
+		defer conn.Close()
+		_, _ = rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\nhello")
+		_ = rw.Flush()
+	})
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, "GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Errorf("upgrade status = %d, want 101", resp.StatusCode)
+	}
+	<-logged
+	lines := logLinesWithMsg(t, buf, "request")
+	if len(lines) != 1 || lines[0]["status"] != float64(101) {
+		t.Errorf("AccessLog(hijacked) = %v, want one line with status 101", lines)
+	}
+}
+
+func TestChain(t *testing.T) {
+	var order []string
+	mw := func(name string) func(http.Handler) http.Handler {
+		return func(next http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				order = append(order, name)
+				next.ServeHTTP(w, r)
+			})
+		}
+	}
+	h := Chain(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { order = append(order, "handler") }), mw("a"), mw("b"), mw("c"))
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/", nil))
+	if got, want := strings.Join(order, ","), "a,b,c,handler"; got != want {
+		t.Errorf("Chain order = %s, want %s", got, want)
+	}
+}

@@ -1,0 +1,155 @@
+package httpserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+)
+
+// ErrNotListening is returned by Serve when Listen has not bound an address.
+var ErrNotListening = errors.New("httpserver: serve before listen")
+
+// Options tunes a Server. A zero field takes the default named beside it.
+type Options struct {
+	ReadHeaderTimeout time.Duration // 10s; bounds slow-header (slowloris) clients
+	ReadTimeout       time.Duration // none; whole request including body
+	WriteTimeout      time.Duration // none; a proxy may stream for longer
+	IdleTimeout       time.Duration // 120s; keep-alive between requests
+	ShutdownTimeout   time.Duration // 20s; how long in-flight requests may finish
+	MaxHeaderBytes    int           // 64 KiB
+}
+
+func (o Options) withDefaults() Options {
+	if o.ReadHeaderTimeout <= 0 {
+		o.ReadHeaderTimeout = 10 * time.Second
+	}
+	if o.IdleTimeout <= 0 {
+		o.IdleTimeout = 120 * time.Second
+	}
+	if o.ShutdownTimeout <= 0 {
+		o.ShutdownTimeout = 20 * time.Second
+	}
+	if o.MaxHeaderBytes <= 0 {
+		o.MaxHeaderBytes = 64 << 10
+	}
+	return o
+}
+
+// Server is one named HTTP listener with a graceful shutdown. Listen, then
+// Serve (or Run several); a Server serves once.
+type Server struct {
+	name     string
+	logger   *slog.Logger
+	srv      *http.Server
+	shutdown time.Duration
+	ln       net.Listener
+}
+
+// New returns a server named name (used in its log lines, e.g. "api" or
+// "admin") that serves handler. It does not bind yet.
+func New(name string, logger *slog.Logger, handler http.Handler, opts Options) *Server {
+	opts = opts.withDefaults()
+	return &Server{
+		name:   name,
+		logger: logger,
+		srv: &http.Server{
+			Handler:           handler,
+			ReadHeaderTimeout: opts.ReadHeaderTimeout,
+			ReadTimeout:       opts.ReadTimeout,
+			WriteTimeout:      opts.WriteTimeout,
+			IdleTimeout:       opts.IdleTimeout,
+			MaxHeaderBytes:    opts.MaxHeaderBytes,
+			// net/http's own complaints (TLS handshakes, bad requests it
+			// answers itself) go to the JSON log rather than stderr.
+			ErrorLog: slog.NewLogLogger(logger.With(slog.String("server", name)).Handler(), slog.LevelWarn),
+		},
+		shutdown: opts.ShutdownTimeout,
+	}
+}
+
+// Listen binds addr and logs msg "listening" with the server's name and the
+// bound address. Binding apart from serving lets ":0" work: the log line and
+// Addr tell the real port, which end-to-end tests read from the log.
+func (s *Server) Listen(addr string) error {
+	if s.ln != nil {
+		return fmt.Errorf("listen %s on %s: already listening on %s", s.name, addr, s.ln.Addr())
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", s.name, err)
+	}
+	s.ln = ln
+	s.logger.Info("listening", slog.String("server", s.name), slog.String("addr", ln.Addr().String()))
+	return nil
+}
+
+// Addr returns the bound address, or nil before Listen.
+func (s *Server) Addr() net.Addr {
+	if s.ln == nil {
+		return nil
+	}
+	return s.ln.Addr()
+}
+
+// Serve answers requests until ctx is done, then shuts down gracefully: it
+// stops accepting, lets in-flight requests finish for up to the shutdown
+// timeout and returns nil. It returns an error when serving fails or
+// in-flight requests outlast the timeout (their connections are then closed).
+func (s *Server) Serve(ctx context.Context) error {
+	if s.ln == nil {
+		return fmt.Errorf("serve %s: %w", s.name, ErrNotListening)
+	}
+	served := make(chan error, 1)
+	go func() { served <- s.srv.Serve(s.ln) }()
+
+	select {
+	case err := <-served:
+		return fmt.Errorf("serve %s: %w", s.name, err)
+	case <-ctx.Done():
+	}
+
+	s.logger.Info("shutting down", slog.String("server", s.name))
+	// ctx is already done; the grace period must not inherit its cancellation.
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.shutdown)
+	defer cancel()
+	if err := s.srv.Shutdown(shutdownCtx); err != nil {
+		_ = s.srv.Close()
+		<-served
+		return fmt.Errorf("shut down %s: %w", s.name, err)
+	}
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve %s: %w", s.name, err)
+	}
+	s.logger.Info("stopped", slog.String("server", s.name))
+	return nil
+}
+
+// Close stops the server at once, dropping open connections. It is for
+// releasing a bound listener when serving never starts (say, a second Listen
+// failed); a serving server stops through its context.
+func (s *Server) Close() error {
+	err := s.srv.Close()
+	if s.ln != nil {
+		if cerr := s.ln.Close(); cerr != nil && !errors.Is(cerr, net.ErrClosed) && err == nil {
+			err = cerr
+		}
+	}
+	return err
+}
+
+// Run serves every server until ctx is done or one of them fails, then shuts
+// them all down gracefully and returns the first error, or nil when ctx
+// ended a clean run.
+func Run(ctx context.Context, servers ...*Server) error {
+	g, ctx := errgroup.WithContext(ctx)
+	for _, s := range servers {
+		g.Go(func() error { return s.Serve(ctx) })
+	}
+	return g.Wait()
+}

@@ -1,0 +1,370 @@
+// Package keys owns the issuer's signing keys: generating RSA key pairs,
+// sealing their private halves under the key-encryption key, deciding which
+// key signs and which keys are published, and rotating them. Every replica
+// reads the same keys from the store, so replicas agree without talking.
+package keys
+
+import (
+	"context"
+	"crypto"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/lestrrat-go/jwx/v2/jwa"
+	"github.com/lestrrat-go/jwx/v2/jwk"
+
+	"github.com/palisade-auth/palisade/internal/store"
+)
+
+// ErrNoActiveKey means no key is active yet: the store has keys, but none
+// whose activation time has come.
+var ErrNoActiveKey = errors.New("keys: no active signing key")
+
+// ErrUnknownKey means no published key has the kid.
+var ErrUnknownKey = errors.New("keys: unknown key id")
+
+// Options tune the Manager.
+type Options struct {
+	// AccessTokenTTL is the longest lifetime of a token a key signs; a
+	// retired key stays published this long (plus margins) after it stops
+	// signing.
+	AccessTokenTTL time.Duration
+	// ClockSkew is the verifiers' allowance, added to the publication margin.
+	ClockSkew time.Duration
+	// ReloadInterval is how stale the in-memory view of the keys may get
+	// before it is read again. Another replica's rotation is seen within it.
+	ReloadInterval time.Duration
+	// Bits is the RSA modulus size; 2048 unless set.
+	Bits int
+}
+
+// Info describes a key for operators. It never holds private material.
+type Info struct {
+	KID         string
+	Algorithm   string
+	State       string // "next", "active", "retired"
+	CreatedAt   time.Time
+	ActivatesAt time.Time
+	RetiresAt   *time.Time
+	ExpiresAt   *time.Time
+}
+
+// Manager is the issuer's view of its signing keys.
+type Manager struct {
+	st     store.Store
+	sealer *Sealer
+	opts   Options
+	now    func() time.Time
+	rand   io.Reader
+
+	mu       sync.Mutex // serializes reloads
+	snap     snapshotHolder
+	privates sync.Map // kid -> jwk.Key (opened private keys, decrypted once)
+}
+
+type snapshotHolder struct {
+	mu sync.RWMutex
+	s  *snapshot
+}
+
+type snapshot struct {
+	loadedAt time.Time
+	keys     []store.SigningKey // not expired, by activation time
+	public   map[string]jwk.Key
+	jwks     []byte // the published set, serialized once per load
+}
+
+// NewManager returns a Manager over st. now and rand are injected for tests.
+func NewManager(st store.Store, sealer *Sealer, opts Options, now func() time.Time, rand io.Reader) *Manager {
+	if opts.Bits == 0 {
+		opts.Bits = 2048
+	}
+	if opts.ReloadInterval <= 0 {
+		opts.ReloadInterval = 30 * time.Second
+	}
+	return &Manager{st: st, sealer: sealer, opts: opts, now: now, rand: rand}
+}
+
+// publishMargin is how long a key stays published after it stops signing:
+// every token it signed has expired by then, even one minted by a replica
+// whose view of the keys was as stale as ReloadInterval allows.
+func (m *Manager) publishMargin() time.Duration {
+	return m.opts.AccessTokenTTL + m.opts.ClockSkew + m.opts.ReloadInterval
+}
+
+// EnsureKey creates an active key when the store has none, so a fresh
+// install signs at once. Concurrent instances create one key between them.
+func (m *Manager) EnsureKey(ctx context.Context) error {
+	err := m.st.InTx(ctx, func(q store.Queries) error {
+		if err := q.LockSigningKeys(ctx); err != nil {
+			return err
+		}
+		now := m.now().UTC()
+		ks, err := q.SigningKeys(ctx, now)
+		if err != nil {
+			return err
+		}
+		for _, k := range ks {
+			if k.RetiresAt == nil {
+				return nil // an active or upcoming key exists
+			}
+		}
+		k, err := m.newKey(now, now)
+		if err != nil {
+			return err
+		}
+		return q.CreateSigningKey(ctx, k)
+	})
+	if err != nil {
+		return fmt.Errorf("keys: ensure key: %w", err)
+	}
+	return m.reload(ctx)
+}
+
+// Rotate creates a key that starts signing after activateIn and retires the
+// keys signing now at that same instant. Publishing the new key before it
+// signs lets verifiers learn it before they meet a token it signed. record is
+// called inside the same transaction so the rotation and its audit entry
+// commit together.
+func (m *Manager) Rotate(ctx context.Context, activateIn time.Duration, record func(q store.Queries, kid string, retired []string) error) (Info, error) {
+	var created store.SigningKey
+	err := m.st.InTx(ctx, func(q store.Queries) error {
+		if err := q.LockSigningKeys(ctx); err != nil {
+			return err
+		}
+		now := m.now().UTC()
+		at := now.Add(activateIn)
+		k, err := m.newKey(now, at)
+		if err != nil {
+			return err
+		}
+		retired, err := q.RetireSigningKeys(ctx, at, at.Add(m.publishMargin()), k.KID)
+		if err != nil {
+			return err
+		}
+		if err := q.CreateSigningKey(ctx, k); err != nil {
+			return err
+		}
+		created = k
+		if record != nil {
+			return record(q, k.KID, retired)
+		}
+		return nil
+	})
+	if err != nil {
+		return Info{}, fmt.Errorf("keys: rotate: %w", err)
+	}
+	if err := m.reload(ctx); err != nil {
+		return Info{}, err
+	}
+	return m.info(created, m.now()), nil
+}
+
+func (m *Manager) newKey(now, activates time.Time) (store.SigningKey, error) {
+	priv, err := rsa.GenerateKey(m.rand, m.opts.Bits)
+	if err != nil {
+		return store.SigningKey{}, fmt.Errorf("generate rsa key: %w", err)
+	}
+	pub, err := jwk.FromRaw(&priv.PublicKey)
+	if err != nil {
+		return store.SigningKey{}, err
+	}
+	tp, err := pub.Thumbprint(crypto.SHA256)
+	if err != nil {
+		return store.SigningKey{}, err
+	}
+	kid := base64.RawURLEncoding.EncodeToString(tp)
+	for k, v := range map[string]any{jwk.KeyIDKey: kid, jwk.AlgorithmKey: jwa.RS256, jwk.KeyUsageKey: "sig"} {
+		if err := pub.Set(k, v); err != nil {
+			return store.SigningKey{}, err
+		}
+	}
+	pubJSON, err := json.Marshal(pub)
+	if err != nil {
+		return store.SigningKey{}, err
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(priv)
+	if err != nil {
+		return store.SigningKey{}, err
+	}
+	sealed, err := m.sealer.Seal(der, kid)
+	if err != nil {
+		return store.SigningKey{}, err
+	}
+	return store.SigningKey{
+		KID: kid, Algorithm: string(jwa.RS256), PublicJWK: pubJSON, PrivateSeal: sealed,
+		CreatedAt: now, ActivatesAt: activates,
+	}, nil
+}
+
+// reload reads the keys from the store and replaces the snapshot.
+func (m *Manager) reload(ctx context.Context) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.now().UTC()
+	ks, err := m.st.SigningKeys(ctx, now)
+	if err != nil {
+		return fmt.Errorf("keys: load: %w", err)
+	}
+	sort.SliceStable(ks, func(i, j int) bool { return ks[i].ActivatesAt.Before(ks[j].ActivatesAt) })
+	s := &snapshot{loadedAt: now, keys: ks, public: make(map[string]jwk.Key, len(ks))}
+	set := jwk.NewSet()
+	for _, k := range ks {
+		pub, err := jwk.ParseKey(k.PublicJWK)
+		if err != nil {
+			return fmt.Errorf("keys: parse public key %s: %w", k.KID, err)
+		}
+		s.public[k.KID] = pub
+		if err := set.AddKey(pub); err != nil {
+			return fmt.Errorf("keys: publish %s: %w", k.KID, err)
+		}
+	}
+	if s.jwks, err = json.Marshal(set); err != nil {
+		return fmt.Errorf("keys: serialize key set: %w", err)
+	}
+	m.snap.mu.Lock()
+	m.snap.s = s
+	m.snap.mu.Unlock()
+	return nil
+}
+
+// current returns a snapshot no older than ReloadInterval.
+func (m *Manager) current(ctx context.Context) (*snapshot, error) {
+	m.snap.mu.RLock()
+	s := m.snap.s
+	m.snap.mu.RUnlock()
+	if s != nil && m.now().Sub(s.loadedAt) < m.opts.ReloadInterval {
+		return s, nil
+	}
+	if err := m.reload(ctx); err != nil {
+		if s != nil {
+			// Keep signing and publishing with what we know: a database
+			// blip must not stop token issuance for keys already loaded.
+			return s, nil
+		}
+		return nil, err
+	}
+	m.snap.mu.RLock()
+	defer m.snap.mu.RUnlock()
+	return m.snap.s, nil
+}
+
+// active picks the key that signs at now: the latest activated one that is
+// not retired.
+func (s *snapshot) active(now time.Time) (store.SigningKey, bool) {
+	for i := len(s.keys) - 1; i >= 0; i-- {
+		k := s.keys[i]
+		if !k.ActivatesAt.After(now) && (k.RetiresAt == nil || k.RetiresAt.After(now)) {
+			return k, true
+		}
+	}
+	return store.SigningKey{}, false
+}
+
+// SigningKey returns the private key that signs now, as a jwk.Key carrying
+// its kid and alg.
+func (m *Manager) SigningKey(ctx context.Context) (jwk.Key, error) {
+	s, err := m.current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	k, ok := s.active(m.now())
+	if !ok {
+		return nil, ErrNoActiveKey
+	}
+	if v, ok := m.privates.Load(k.KID); ok {
+		return v.(jwk.Key), nil
+	}
+	der, err := m.sealer.Open(k.PrivateSeal, k.KID)
+	if err != nil {
+		return nil, fmt.Errorf("keys: open %s: %w", k.KID, err)
+	}
+	raw, err := x509.ParsePKCS8PrivateKey(der)
+	if err != nil {
+		return nil, fmt.Errorf("keys: parse private key %s: %w", k.KID, err)
+	}
+	priv, err := jwk.FromRaw(raw)
+	if err != nil {
+		return nil, err
+	}
+	if err := priv.Set(jwk.KeyIDKey, k.KID); err != nil {
+		return nil, err
+	}
+	if err := priv.Set(jwk.AlgorithmKey, jwa.RS256); err != nil {
+		return nil, err
+	}
+	m.privates.Store(k.KID, priv)
+	return priv, nil
+}
+
+// Key returns the public key with kid, so the issuer verifies its own
+// tokens exactly as a verifier does. An unknown kid forces one reload (it
+// may have been created by another replica a moment ago); the reload
+// interval bounds how often forged kids can cause one.
+func (m *Manager) Key(ctx context.Context, kid string) (jwk.Key, error) {
+	s, err := m.current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if k, ok := s.public[kid]; ok {
+		return k, nil
+	}
+	if m.now().Sub(s.loadedAt) >= time.Second {
+		if err := m.reload(ctx); err == nil {
+			m.snap.mu.RLock()
+			k, ok := m.snap.s.public[kid]
+			m.snap.mu.RUnlock()
+			if ok {
+				return k, nil
+			}
+		}
+	}
+	return nil, fmt.Errorf("%w: %q", ErrUnknownKey, kid)
+}
+
+// JWKS returns the published key set as JSON: the next key before it
+// activates, the active key, and retired keys until every token they signed
+// has expired.
+func (m *Manager) JWKS(ctx context.Context) ([]byte, error) {
+	s, err := m.current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.jwks, nil
+}
+
+// List describes every published key, oldest first.
+func (m *Manager) List(ctx context.Context) ([]Info, error) {
+	if err := m.reload(ctx); err != nil {
+		return nil, err
+	}
+	m.snap.mu.RLock()
+	s := m.snap.s
+	m.snap.mu.RUnlock()
+	now := m.now()
+	out := make([]Info, 0, len(s.keys))
+	for _, k := range s.keys {
+		out = append(out, m.info(k, now))
+	}
+	return out, nil
+}
+
+func (m *Manager) info(k store.SigningKey, now time.Time) Info {
+	state := "retired"
+	switch {
+	case k.ActivatesAt.After(now):
+		state = "next"
+	case k.RetiresAt == nil || k.RetiresAt.After(now):
+		state = "active"
+	}
+	return Info{KID: k.KID, Algorithm: k.Algorithm, State: state, CreatedAt: k.CreatedAt,
+		ActivatesAt: k.ActivatesAt, RetiresAt: k.RetiresAt, ExpiresAt: k.ExpiresAt}
+}
