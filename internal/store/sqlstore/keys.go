@@ -1,0 +1,50 @@
+package sqlstore
+
+import (
+	"context"
+	"time"
+
+	"github.com/palisade-auth/palisade/internal/store"
+)
+
+const keyColumns = `kid, alg, public_jwk, private_key, created_at, activates_at, retires_at, expires_at`
+
+// signingKeysLock is the advisory-lock id that serializes key creation
+// among issuer replicas on PostgreSQL ("palisade" in ASCII, truncated).
+const signingKeysLock = 0x70616c6973616465
+
+func (q *queries) CreateSigningKey(ctx context.Context, k store.SigningKey) error {
+	_, err := q.exec(ctx, `INSERT INTO signing_keys (`+keyColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		k.KID, k.Algorithm, string(k.PublicJWK), k.PrivateSeal, ts(k.CreatedAt), ts(k.ActivatesAt), tsp(k.RetiresAt), tsp(k.ExpiresAt))
+	return err
+}
+
+func (q *queries) SigningKeys(ctx context.Context, now time.Time) ([]store.SigningKey, error) {
+	var out []store.SigningKey
+	err := q.selectAll(ctx, &out, `SELECT `+keyColumns+` FROM signing_keys
+		WHERE expires_at IS NULL OR expires_at > ? ORDER BY activates_at, kid`, ts(now))
+	return out, err
+}
+
+func (q *queries) RetireSigningKeys(ctx context.Context, at, expires time.Time, exceptKID string) (kids []string, err error) {
+	err = q.atomic(ctx, func(q *queries) error {
+		kids = nil
+		if err := q.selectAll(ctx, &kids, `SELECT kid FROM signing_keys
+			WHERE retires_at IS NULL AND activates_at < ? AND kid <> ? ORDER BY kid`+q.forUpdate(), ts(at), exceptKID); err != nil {
+			return err
+		}
+		_, err := q.exec(ctx, `UPDATE signing_keys SET retires_at = ?, expires_at = ?
+			WHERE retires_at IS NULL AND activates_at < ? AND kid <> ?`, ts(at), ts(expires), ts(at), exceptKID)
+		return err
+	})
+	return kids, err
+}
+
+func (q *queries) LockSigningKeys(ctx context.Context) error {
+	if q.dialect != Postgres {
+		// The SQLite transaction already holds the database write lock.
+		return nil
+	}
+	_, err := q.exec(ctx, `SELECT pg_advisory_xact_lock(?)`, int64(signingKeysLock))
+	return err
+}

@@ -1,0 +1,88 @@
+package sqlstore
+
+import (
+	"context"
+	"time"
+
+	"github.com/palisade-auth/palisade/internal/store"
+)
+
+const sessionColumns = `id, user_id, device_id, device_name, user_agent, ip, created_at,
+	last_used_at, expires_at, revoked_at, revoke_reason`
+
+func (q *queries) CreateSession(ctx context.Context, s store.Session) error {
+	_, err := q.exec(ctx, `INSERT INTO sessions (`+sessionColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		s.ID, s.UserID, s.DeviceID, s.DeviceName, s.UserAgent, s.IP, ts(s.CreatedAt),
+		ts(s.LastUsedAt), ts(s.ExpiresAt), tsp(s.RevokedAt), s.RevokeReason)
+	return err
+}
+
+func (q *queries) SessionByID(ctx context.Context, id string) (store.Session, error) {
+	var s store.Session
+	err := q.get(ctx, &s, `SELECT `+sessionColumns+` FROM sessions WHERE id = ?`, id)
+	return s, err
+}
+
+func (q *queries) ActiveSessionByDevice(ctx context.Context, userID, deviceID string, now time.Time) (store.Session, error) {
+	var s store.Session
+	err := q.get(ctx, &s, `SELECT `+sessionColumns+` FROM sessions
+		WHERE user_id = ? AND device_id = ? AND revoked_at IS NULL AND expires_at > ?
+		ORDER BY created_at DESC LIMIT 1`, userID, deviceID, ts(now))
+	return s, err
+}
+
+func (q *queries) ActiveSessions(ctx context.Context, userID string, now time.Time) ([]store.Session, error) {
+	var out []store.Session
+	err := q.selectAll(ctx, &out, `SELECT `+sessionColumns+` FROM sessions
+		WHERE user_id = ? AND revoked_at IS NULL AND expires_at > ?
+		ORDER BY created_at DESC, id DESC`, userID, ts(now))
+	return out, err
+}
+
+func (q *queries) RevokeSession(ctx context.Context, id, reason string, now time.Time) (changed bool, err error) {
+	err = q.atomic(ctx, func(q *queries) error {
+		var exists int
+		if err := q.get(ctx, &exists, `SELECT 1 FROM sessions WHERE id = ?`+q.forUpdate(), id); err != nil {
+			return err
+		}
+		n, err := q.exec(ctx, `UPDATE sessions SET revoked_at = ?, revoke_reason = ?
+			WHERE id = ? AND revoked_at IS NULL`, ts(now), reason, id)
+		if err != nil {
+			return err
+		}
+		changed = n > 0
+		_, err = q.exec(ctx, `UPDATE refresh_tokens SET revoked_at = ?
+			WHERE session_id = ? AND revoked_at IS NULL`, ts(now), id)
+		return err
+	})
+	return changed, err
+}
+
+func (q *queries) RevokeUserSessions(ctx context.Context, userID, reason string, now time.Time) (ids []string, err error) {
+	err = q.atomic(ctx, func(q *queries) error {
+		ids = nil
+		if err := q.selectAll(ctx, &ids, `SELECT id FROM sessions
+			WHERE user_id = ? AND revoked_at IS NULL ORDER BY id`+q.forUpdate(), userID); err != nil {
+			return err
+		}
+		if _, err := q.exec(ctx, `UPDATE sessions SET revoked_at = ?, revoke_reason = ?
+			WHERE user_id = ? AND revoked_at IS NULL`, ts(now), reason, userID); err != nil {
+			return err
+		}
+		_, err := q.exec(ctx, `UPDATE refresh_tokens SET revoked_at = ?
+			WHERE user_id = ? AND revoked_at IS NULL`, ts(now), userID)
+		return err
+	})
+	return ids, err
+}
+
+func (q *queries) TouchSession(ctx context.Context, id string, now time.Time, ip, userAgent string) error {
+	n, err := q.exec(ctx, `UPDATE sessions SET last_used_at = ?,
+		ip = CASE WHEN ? <> '' THEN ? ELSE ip END,
+		user_agent = CASE WHEN ? <> '' THEN ? ELSE user_agent END
+		WHERE id = ?`, ts(now), ip, ip, userAgent, userAgent, id)
+	if err == nil && n == 0 {
+		return store.ErrNotFound
+	}
+	return err
+}

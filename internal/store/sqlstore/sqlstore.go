@@ -1,0 +1,235 @@
+// Package sqlstore owns the SQL implementation of the store contract, over
+// PostgreSQL (lib/pq) and SQLite (modernc.org/sqlite, pure Go). The two
+// dialects share every query; where SQL must differ the difference sits next
+// to the query, guarded by the dialect.
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/palisade-auth/palisade/internal/store"
+)
+
+// Dialects.
+const (
+	Postgres = "postgres"
+	SQLite   = "sqlite"
+)
+
+// Store is a store.Store over one database.
+type Store struct {
+	queries
+	db   *sqlx.DB
+	path string // the SQLite file; "" on PostgreSQL
+}
+
+var _ store.Store = (*Store)(nil)
+
+// queries runs the contract's operations on a connection pool or on one
+// transaction; inTx says which.
+type queries struct {
+	ext     sqlx.ExtContext
+	dialect string
+	inTx    bool
+	db      *sqlx.DB // for opening transactions when not in one
+	sql     *sync.Map
+}
+
+var _ store.Queries = (*queries)(nil)
+
+// Open connects to url: "postgres://…" (or "postgresql://…") or
+// "sqlite:PATH". The SQLite file and its directory are created when missing.
+// Migrations are not applied; call Migrate.
+func Open(ctx context.Context, url string) (*Store, error) {
+	dialect, driver, dsn, err := parseURL(url)
+	if err != nil {
+		return nil, err
+	}
+	if dialect == SQLite {
+		if err := os.MkdirAll(filepath.Dir(sqlitePath(url)), 0o700); err != nil {
+			return nil, fmt.Errorf("sqlstore: create database directory: %w", err)
+		}
+	}
+	db, err := sqlx.Open(driver, dsn)
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: open: %w", err)
+	}
+	if dialect == SQLite {
+		// One writer at a time is SQLite's model; a small pool serves
+		// concurrent readers under WAL without piling up page caches.
+		db.SetMaxOpenConns(8)
+		db.SetMaxIdleConns(8)
+	} else {
+		db.SetMaxOpenConns(32)
+		db.SetMaxIdleConns(32)
+		db.SetConnMaxIdleTime(5 * time.Minute)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := db.PingContext(pctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("sqlstore: connect to %s database: %w", dialect, err)
+	}
+	s := &Store{db: db}
+	if dialect == SQLite {
+		s.path = sqlitePath(url)
+	}
+	s.queries = queries{ext: db, dialect: dialect, db: db, sql: new(sync.Map)}
+	return s, nil
+}
+
+// parseURL maps the operator's database URL to a driver and its DSN.
+func parseURL(url string) (dialect, driver, dsn string, err error) {
+	switch {
+	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
+		return Postgres, "postgres", url, nil
+	case strings.HasPrefix(url, "sqlite:"):
+		path := sqlitePath(url)
+		if path == "" || strings.Contains(path, "?") || path == ":memory:" {
+			return "", "", "", fmt.Errorf("sqlstore: %q: want sqlite:PATH to a file", url)
+		}
+		// WAL lets readers run beside the writer; busy_timeout makes
+		// writers queue instead of failing; _txlock=immediate takes the
+		// write lock at BEGIN, so a transaction never fails half-way when
+		// it upgrades from reading to writing.
+		q := "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)" +
+			"&_pragma=synchronous(NORMAL)&_txlock=immediate&_time_format=sqlite"
+		return SQLite, "sqlite", "file:" + path + "?" + q, nil
+	}
+	return "", "", "", errors.New("sqlstore: database URL must start with postgres:// or sqlite:")
+}
+
+func sqlitePath(url string) string {
+	p := strings.TrimPrefix(url, "sqlite:")
+	return strings.TrimPrefix(p, "//")
+}
+
+// Dialect returns "postgres" or "sqlite".
+func (s *Store) Dialect() string { return s.dialect }
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }
+
+// Close releases the connections.
+func (s *Store) Close() error { return s.db.Close() }
+
+// InTx runs fn in one transaction.
+func (s *Store) InTx(ctx context.Context, fn func(store.Queries) error) error {
+	return s.queries.atomic(ctx, func(q *queries) error { return fn(q) })
+}
+
+// atomic runs fn in a transaction, or directly when q already is one, so
+// that multi-statement operations are atomic on their own and compose
+// inside InTx.
+func (q *queries) atomic(ctx context.Context, fn func(*queries) error) (err error) {
+	if q.inTx {
+		return fn(q)
+	}
+	tx, err := q.db.BeginTxx(ctx, nil)
+	if err != nil {
+		return mapErr(err)
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			tx.Rollback()
+			panic(p)
+		}
+	}()
+	if err := fn(&queries{ext: tx, dialect: q.dialect, inTx: true, db: q.db, sql: q.sql}); err != nil {
+		tx.Rollback()
+		return err
+	}
+	return mapErr(tx.Commit())
+}
+
+// q rebinds a query written with ? placeholders for the dialect, once.
+func (q *queries) q(query string) string {
+	if v, ok := q.sql.Load(query); ok {
+		return v.(string)
+	}
+	bound := sqlx.Rebind(sqlx.BindType(q.driverName()), query)
+	q.sql.Store(query, bound)
+	return bound
+}
+
+func (q *queries) driverName() string {
+	if q.dialect == Postgres {
+		return "postgres"
+	}
+	return "sqlite"
+}
+
+// forUpdate is the row lock PostgreSQL needs; SQLite transactions already
+// hold the database write lock from BEGIN IMMEDIATE.
+func (q *queries) forUpdate() string {
+	if q.dialect == Postgres {
+		return " FOR UPDATE"
+	}
+	return ""
+}
+
+func (q *queries) get(ctx context.Context, dest any, query string, args ...any) error {
+	return mapErr(sqlx.GetContext(ctx, q.ext, dest, q.q(query), args...))
+}
+
+func (q *queries) selectAll(ctx context.Context, dest any, query string, args ...any) error {
+	return mapErr(sqlx.SelectContext(ctx, q.ext, dest, q.q(query), args...))
+}
+
+func (q *queries) exec(ctx context.Context, query string, args ...any) (int64, error) {
+	res, err := q.ext.ExecContext(ctx, q.q(query), args...)
+	if err != nil {
+		return 0, mapErr(err)
+	}
+	n, err := res.RowsAffected()
+	return n, mapErr(err)
+}
+
+// mapErr turns driver errors into the store's sentinels. It is the only
+// place that knows driver error codes.
+func mapErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("%w: %w", store.ErrNotFound, err)
+	}
+	var pqErr *pq.Error
+	if errors.As(err, &pqErr) && pqErr.Code == "23505" {
+		return fmt.Errorf("%w: %w", store.ErrAlreadyExists, err)
+	}
+	var liteErr *sqlite.Error
+	if errors.As(err, &liteErr) {
+		switch liteErr.Code() {
+		case sqlite3.SQLITE_CONSTRAINT_UNIQUE, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:
+			return fmt.Errorf("%w: %w", store.ErrAlreadyExists, err)
+		}
+	}
+	return fmt.Errorf("sqlstore: %w", err)
+}
+
+// ts is how every time enters the database: UTC, so SQLite's text times
+// sort in time order, and microseconds, PostgreSQL's precision, so a value
+// read back equals the value written on both.
+func ts(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
+
+func tsp(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	v := ts(*t)
+	return &v
+}

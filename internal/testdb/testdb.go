@@ -1,0 +1,138 @@
+// Package testdb owns the real databases tests run against: a fresh SQLite
+// file per test, and a fresh PostgreSQL database per test on the server
+// named by PALISADE_TEST_POSTGRES (default the local server, user postgres).
+//
+// PostgreSQL being unreachable skips the PostgreSQL tests loudly on a
+// laptop, and fails them under CI=true: CI must never pass without them.
+package testdb
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	_ "github.com/lib/pq" // the PostgreSQL driver for the admin connection
+)
+
+// EnvPostgres names the environment variable holding the admin URL of the
+// PostgreSQL server tests create their databases on.
+const EnvPostgres = "PALISADE_TEST_POSTGRES"
+
+// DefaultPostgres is the server CI machines provide.
+const DefaultPostgres = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+
+// SQLite returns the URL of a new, empty SQLite database in a directory the
+// test removes.
+func SQLite(t testing.TB) string {
+	t.Helper()
+	return "sqlite:" + filepath.Join(t.TempDir(), "test.db")
+}
+
+// Postgres returns the URL of a new, empty PostgreSQL database that is
+// dropped when the test ends.
+func Postgres(t testing.TB) string {
+	t.Helper()
+	admin := AdminURL()
+	if err := Probe(); err != nil {
+		if CIRequired() {
+			t.Fatalf("PostgreSQL at %s is unreachable and CI=true requires it: %v", redact(admin), err)
+		}
+		t.Skipf("PostgreSQL SUITE SKIPPED: %s is unreachable (%v); set %s or start a server", redact(admin), err, EnvPostgres)
+	}
+	db, err := sql.Open("postgres", admin)
+	if err != nil {
+		t.Fatalf("open admin connection: %v", err)
+	}
+	defer db.Close()
+	name := "palisade_test_" + randomSuffix(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := db.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatalf("create test database: %v", err)
+	}
+	t.Cleanup(func() {
+		db, err := sql.Open("postgres", admin)
+		if err != nil {
+			t.Errorf("open admin connection for cleanup: %v", err)
+			return
+		}
+		defer db.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		// FORCE: a test that failed half-way may still hold connections.
+		if _, err := db.ExecContext(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			t.Errorf("drop test database %s: %v", name, err)
+		}
+	})
+	u, err := url.Parse(admin)
+	if err != nil {
+		t.Fatalf("parse %s: %v", EnvPostgres, err)
+	}
+	u.Path = "/" + name
+	return u.String()
+}
+
+// AdminURL is the PostgreSQL server tests use.
+func AdminURL() string {
+	if v := os.Getenv(EnvPostgres); v != "" {
+		return v
+	}
+	return DefaultPostgres
+}
+
+// CIRequired reports whether an unreachable PostgreSQL is a failure.
+func CIRequired() bool {
+	v := strings.ToLower(os.Getenv("CI"))
+	return v == "true" || v == "1"
+}
+
+var probe struct {
+	once sync.Once
+	err  error
+}
+
+// Probe reports whether the PostgreSQL server answers; it asks once per
+// process.
+func Probe() error {
+	probe.once.Do(func() {
+		db, err := sql.Open("postgres", AdminURL())
+		if err != nil {
+			probe.err = err
+			return
+		}
+		defer db.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		probe.err = db.PingContext(ctx)
+	})
+	return probe.err
+}
+
+func randomSuffix(t testing.TB) string {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatalf("random database name: %v", err)
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// redact drops a password from a URL before it is printed.
+func redact(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
+}
+
+// Describe says where the PostgreSQL suite runs, for banners.
+func Describe() string { return fmt.Sprintf("PostgreSQL at %s", redact(AdminURL())) }
