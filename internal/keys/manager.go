@@ -22,14 +22,16 @@ import (
 	"github.com/lestrrat-go/jwx/v2/jwk"
 
 	"github.com/palisade-auth/palisade/internal/store"
+	"github.com/palisade-auth/palisade/pkg/verify"
 )
 
 // ErrNoActiveKey means no key is active yet: the store has keys, but none
 // whose activation time has come.
 var ErrNoActiveKey = errors.New("keys: no active signing key")
 
-// ErrUnknownKey means no published key has the kid.
-var ErrUnknownKey = errors.New("keys: unknown key id")
+// ErrUnknownKey means no published key has the kid. It is pkg/verify's
+// sentinel, so the verifier reports the Manager's misses as unknown keys.
+var ErrUnknownKey = verify.ErrUnknownKey
 
 // Options tune the Manager.
 type Options struct {
