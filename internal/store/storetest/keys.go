@@ -1,0 +1,130 @@
+package storetest
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/palisade-auth/palisade/internal/store"
+)
+
+var keyTests = []subtest{
+	{"CreateAndList", testKeysCreateAndList},
+	{"DuplicateKID", testKeysDuplicateKID},
+	{"Retire", testKeysRetire(false)},
+	{"RetireExcept", testKeysRetire(true)},
+	{"LockInTx", testKeysLockInTx},
+}
+
+// newKey creates a signing key that activates at activates; mods adjust it first.
+func newKey(t *testing.T, q store.Queries, activates time.Time, mods ...func(*store.SigningKey)) store.SigningKey {
+	t.Helper()
+	kid := "kid-" + newID(t)
+	k := store.SigningKey{
+		KID:         kid,
+		Algorithm:   "RS256",
+		PublicJWK:   []byte(`{"kty": "RSA", "kid": "` + kid + `", "alg": "RS256", "use": "sig", "n": "0vx7agoebGcQSuu", "e": "AQAB"}`),
+		PrivateSeal: []byte{0x00, 0x01, 0xfe, 0xff, 's', 'e', 'a', 'l', 0x00},
+		CreatedAt:   activates.Add(-time.Hour),
+		ActivatesAt: activates,
+	}
+	for _, m := range mods {
+		m(&k)
+	}
+	if err := q.CreateSigningKey(t.Context(), k); err != nil {
+		t.Fatalf("CreateSigningKey(%s) = %v, want nil", k.KID, err)
+	}
+	return k
+}
+
+// retired sets a key's retirement and expiry.
+func retired(retires, expires time.Time) func(*store.SigningKey) {
+	return func(k *store.SigningKey) { k.RetiresAt, k.ExpiresAt = &retires, &expires }
+}
+
+// signingKeys calls SigningKeys and fails the test on error.
+func signingKeys(t *testing.T, q store.Queries, now time.Time) []store.SigningKey {
+	t.Helper()
+	ks, err := q.SigningKeys(t.Context(), now)
+	if err != nil {
+		t.Fatalf("SigningKeys(%v) = %v, want nil", now, err)
+	}
+	return ks
+}
+
+func testKeysCreateAndList(t *testing.T, s store.Store) {
+	// Inserted out of order so that insertion order cannot pass for oldest first.
+	next := newKey(t, s, at(time.Hour))
+	newKey(t, s, at(-60*24*time.Hour), retired(at(-30*24*time.Hour), t0)) // expired at now
+	active := newKey(t, s, at(-24*time.Hour))
+	newKey(t, s, at(-90*24*time.Hour), retired(at(-60*24*time.Hour), at(-time.Second)))
+	old := newKey(t, s, at(-30*24*time.Hour), retired(at(-24*time.Hour), at(time.Hour)))
+
+	checkSameList(t, "SigningKeys(now)", signingKeys(t, s, t0), []store.SigningKey{old, active, next})
+}
+
+func testKeysDuplicateKID(t *testing.T, s store.Store) {
+	k := newKey(t, s, t0)
+	dup := k
+	dup.ActivatesAt, dup.PrivateSeal = at(time.Hour), []byte("other")
+	wantErr(t, "CreateSigningKey(same kid)", s.CreateSigningKey(t.Context(), dup), store.ErrAlreadyExists)
+	checkSameList(t, "SigningKeys after duplicate", signingKeys(t, s, t0), []store.SigningKey{k})
+}
+
+// testKeysRetire checks RetireSigningKeys, passing the newest key as
+// exceptKID when except is set.
+func testKeysRetire(except bool) func(t *testing.T, s store.Store) {
+	return func(t *testing.T, s store.Store) {
+		when, expires := t0, at(24*time.Hour)
+		older := newKey(t, s, at(-48*time.Hour))
+		newest := newKey(t, s, at(-24*time.Hour))
+		done := newKey(t, s, at(-72*time.Hour), retired(at(-48*time.Hour), at(48*time.Hour)))
+		atWhen := newKey(t, s, when) // activates at `at`, not before it
+		future := newKey(t, s, at(time.Hour))
+		retire, keepKeys := []store.SigningKey{older, newest}, []store.SigningKey{done, atWhen, future}
+		exceptKID := ""
+		if except {
+			exceptKID = newest.KID
+			retire, keepKeys = retire[:1], append(keepKeys, newest)
+		}
+
+		kids, err := s.RetireSigningKeys(t.Context(), when, expires, exceptKID)
+		wantErr(t, "RetireSigningKeys", err, nil)
+		var want []string
+		for _, k := range retire {
+			want = append(want, k.KID)
+		}
+		slices.Sort(kids)
+		slices.Sort(want)
+		if !slices.Equal(kids, want) {
+			t.Errorf("RetireSigningKeys(%v, %v, %q) = %q, want %q", when, expires, exceptKID, kids, want)
+		}
+
+		got := map[string]store.SigningKey{}
+		for _, k := range signingKeys(t, s, at(-365*24*time.Hour)) {
+			got[k.KID] = k
+		}
+		for _, k := range retire {
+			k.RetiresAt, k.ExpiresAt = &when, &expires
+			keepKeys = append(keepKeys, k)
+		}
+		for _, k := range keepKeys {
+			checkSame(t, "SigningKeys()["+k.KID+"] after RetireSigningKeys", got[k.KID], k)
+		}
+	}
+}
+
+func testKeysLockInTx(t *testing.T, s store.Store) {
+	var k store.SigningKey
+	err := s.InTx(t.Context(), func(q store.Queries) error {
+		if err := q.LockSigningKeys(t.Context()); err != nil {
+			return err
+		}
+		if len(signingKeys(t, q, t0)) == 0 {
+			k = newKey(t, q, t0)
+		}
+		return nil
+	})
+	wantErr(t, "InTx(LockSigningKeys, CreateSigningKey)", err, nil)
+	checkSameList(t, "SigningKeys after locked creation", signingKeys(t, s, t0), []store.SigningKey{k})
+}

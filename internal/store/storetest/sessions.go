@@ -1,0 +1,194 @@
+package storetest
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/palisade-auth/palisade/internal/store"
+)
+
+var sessionTests = []subtest{
+	{"CreateAndGet", testSessionCreateAndGet},
+	{"ActiveSessionByDevice", testActiveSessionByDevice},
+	{"ActiveSessions", testActiveSessions},
+	{"RevokeSession", testRevokeSession},
+	{"RevokeSessionNotFound", testRevokeSessionNotFound},
+	{"RevokeUserSessions", testRevokeUserSessions},
+	{"TouchSession", testTouchSession},
+}
+
+func testSessionCreateAndGet(t *testing.T, s store.Store) {
+	u := newUser(t, s)
+	sess := newSession(t, s, u.ID)
+	bare := newSession(t, s, u.ID, func(s *store.Session) { s.DeviceName, s.UserAgent, s.IP = "", "", "" })
+	checkSame(t, "SessionByID("+sess.ID+")", mustSession(t, s, sess.ID), sess)
+	checkSame(t, "SessionByID("+bare.ID+")", mustSession(t, s, bare.ID), bare)
+
+	_, err := s.SessionByID(t.Context(), newID(t))
+	wantErr(t, "SessionByID(unknown)", err, store.ErrNotFound)
+}
+
+func testActiveSessionByDevice(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	u, other := newUser(t, s), newUser(t, s)
+	dev := "device-" + newID(t)
+	onDev := func(s *store.Session) { s.DeviceID = dev }
+
+	revoked := newSession(t, s, u.ID, onDev)
+	if _, err := s.RevokeSession(ctx, revoked.ID, "logout", at(-time.Minute)); err != nil {
+		t.Fatalf("RevokeSession = %v, want nil", err)
+	}
+	newSession(t, s, u.ID, onDev, func(s *store.Session) { s.ExpiresAt = at(-time.Second) })
+	newSession(t, s, u.ID, onDev, func(s *store.Session) { s.ExpiresAt = t0 }) // expired at now
+	otherSess := newSession(t, s, other.ID, onDev)
+
+	_, err := s.ActiveSessionByDevice(ctx, u.ID, dev, t0)
+	wantErr(t, "ActiveSessionByDevice(only revoked and expired)", err, store.ErrNotFound)
+
+	active := newSession(t, s, u.ID, onDev)
+	got, err := s.ActiveSessionByDevice(ctx, u.ID, dev, t0)
+	wantErr(t, "ActiveSessionByDevice", err, nil)
+	checkSame(t, "ActiveSessionByDevice(user, device)", got, active)
+
+	got, err = s.ActiveSessionByDevice(ctx, other.ID, dev, t0)
+	wantErr(t, "ActiveSessionByDevice(other user)", err, nil)
+	checkSame(t, "ActiveSessionByDevice(other user, device)", got, otherSess)
+
+	_, err = s.ActiveSessionByDevice(ctx, u.ID, "device-unknown", t0)
+	wantErr(t, "ActiveSessionByDevice(unknown device)", err, store.ErrNotFound)
+}
+
+func testActiveSessions(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	u, other, lonely := newUser(t, s), newUser(t, s), newUser(t, s)
+	created := func(d time.Duration) func(*store.Session) {
+		return func(s *store.Session) { s.CreatedAt, s.LastUsedAt = at(d), at(d) }
+	}
+	// Inserted out of order so that insertion order cannot pass for newest first.
+	mid := newSession(t, s, u.ID, created(-3*time.Hour))
+	newest := newSession(t, s, u.ID, created(-time.Hour))
+	oldest := newSession(t, s, u.ID, created(-5*time.Hour))
+	revoked := newSession(t, s, u.ID, created(-2*time.Hour))
+	if _, err := s.RevokeSession(ctx, revoked.ID, "logout", at(-time.Minute)); err != nil {
+		t.Fatalf("RevokeSession = %v, want nil", err)
+	}
+	newSession(t, s, u.ID, created(-30*time.Minute), func(s *store.Session) { s.ExpiresAt = t0 })
+	newSession(t, s, other.ID, created(-10*time.Minute))
+
+	got, err := s.ActiveSessions(ctx, u.ID, t0)
+	wantErr(t, "ActiveSessions", err, nil)
+	checkSameList(t, "ActiveSessions(user)", got, []store.Session{newest, mid, oldest})
+
+	got, err = s.ActiveSessions(ctx, lonely.ID, t0)
+	wantErr(t, "ActiveSessions(no sessions)", err, nil)
+	if len(got) != 0 {
+		t.Errorf("ActiveSessions(no sessions) = %s, want []", show(got))
+	}
+}
+
+func testRevokeSession(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	u := newUser(t, s)
+	sess := newSession(t, s, u.ID)
+	first := newToken(t, s, sess)
+	next := childOf(t, first, at(-30*time.Minute))
+	if _, err := s.RotateRefreshToken(ctx, first.Hash, next, at(-30*time.Minute), "", ""); err != nil {
+		t.Fatalf("RotateRefreshToken = %v, want nil", err)
+	}
+	neighbour := newSession(t, s, u.ID)
+	neighbourTok := newToken(t, s, neighbour)
+	before := mustSession(t, s, sess.ID)
+
+	changed, err := s.RevokeSession(ctx, sess.ID, "logout", t0)
+	if !changed || err != nil {
+		t.Fatalf("RevokeSession(%s) = %v, %v, want true, nil", sess.ID, changed, err)
+	}
+	want := before
+	want.RevokedAt, want.RevokeReason = ptr(t0), "logout"
+	checkSame(t, "SessionByID after RevokeSession", mustSession(t, s, sess.ID), want)
+	for _, h := range []string{first.Hash, next.Hash} {
+		if got := mustToken(t, s, h); got.RevokedAt == nil || !sameTime(*got.RevokedAt, t0) {
+			t.Errorf("RefreshTokenByHash(%s).RevokedAt = %v, want %v", h, show(got.RevokedAt), t0)
+		}
+	}
+	if got := mustToken(t, s, neighbourTok.Hash); got.RevokedAt != nil {
+		t.Errorf("RefreshTokenByHash(other session).RevokedAt = %v, want nil", show(got.RevokedAt))
+	}
+	checkSame(t, "SessionByID(other session)", mustSession(t, s, neighbour.ID), neighbour)
+
+	// Idempotent: a second revocation changes nothing, not even the reason or time.
+	changed, err = s.RevokeSession(ctx, sess.ID, "again", at(time.Minute))
+	if changed || err != nil {
+		t.Errorf("RevokeSession(%s) again = %v, %v, want false, nil", sess.ID, changed, err)
+	}
+	checkSame(t, "SessionByID after second RevokeSession", mustSession(t, s, sess.ID), want)
+}
+
+func testRevokeSessionNotFound(t *testing.T, s store.Store) {
+	changed, err := s.RevokeSession(t.Context(), newID(t), "logout", t0)
+	if changed {
+		t.Errorf("RevokeSession(unknown) changed = true, want false")
+	}
+	wantErr(t, "RevokeSession(unknown)", err, store.ErrNotFound)
+}
+
+func testRevokeUserSessions(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	u, other := newUser(t, s), newUser(t, s)
+	active := newSession(t, s, u.ID)
+	activeTok := newToken(t, s, active)
+	// Expired but never revoked: still an unrevoked session.
+	expired := newSession(t, s, u.ID, func(s *store.Session) { s.ExpiresAt = at(-time.Hour) })
+	expiredTok := newToken(t, s, expired, func(r *store.RefreshToken) { r.ExpiresAt = at(-time.Hour) })
+	revoked := newSession(t, s, u.ID)
+	revokedTok := newToken(t, s, revoked)
+	if _, err := s.RevokeSession(ctx, revoked.ID, "earlier", at(-time.Minute)); err != nil {
+		t.Fatalf("RevokeSession = %v, want nil", err)
+	}
+	revokedBefore, revokedTokBefore := mustSession(t, s, revoked.ID), mustToken(t, s, revokedTok.Hash)
+	otherSess := newSession(t, s, other.ID)
+	otherTok := newToken(t, s, otherSess)
+
+	ids, err := s.RevokeUserSessions(ctx, u.ID, "password.changed", t0)
+	wantErr(t, "RevokeUserSessions", err, nil)
+	slices.Sort(ids)
+	want := []string{active.ID, expired.ID}
+	slices.Sort(want)
+	if !slices.Equal(ids, want) {
+		t.Errorf("RevokeUserSessions(user) = %q, want %q", ids, want)
+	}
+
+	for _, sess := range []store.Session{active, expired} {
+		w := sess
+		w.RevokedAt, w.RevokeReason = ptr(t0), "password.changed"
+		checkSame(t, "SessionByID after RevokeUserSessions", mustSession(t, s, sess.ID), w)
+	}
+	for _, tok := range []store.RefreshToken{activeTok, expiredTok} {
+		w := tok
+		w.RevokedAt = ptr(t0)
+		checkSame(t, "RefreshTokenByHash after RevokeUserSessions", mustToken(t, s, tok.Hash), w)
+	}
+	checkSame(t, "SessionByID(already revoked)", mustSession(t, s, revoked.ID), revokedBefore)
+	checkSame(t, "RefreshTokenByHash(already revoked)", mustToken(t, s, revokedTok.Hash), revokedTokBefore)
+	checkSame(t, "SessionByID(other user)", mustSession(t, s, otherSess.ID), otherSess)
+	checkSame(t, "RefreshTokenByHash(other user)", mustToken(t, s, otherTok.Hash), otherTok)
+
+	ids, err = s.RevokeUserSessions(ctx, u.ID, "again", at(time.Minute))
+	if err != nil || len(ids) != 0 {
+		t.Errorf("RevokeUserSessions(user) again = %q, %v, want [], nil", ids, err)
+	}
+}
+
+func testTouchSession(t *testing.T, s store.Store) {
+	u := newUser(t, s)
+	sess := newSession(t, s, u.ID)
+	neighbour := newSession(t, s, u.ID)
+	now := at(time.Minute)
+	wantErr(t, "TouchSession", s.TouchSession(t.Context(), sess.ID, now, "198.51.100.7", "agent/2.0"), nil)
+
+	want := sess
+	want.LastUsedAt, want.IP, want.UserAgent = now, "198.51.100.7", "agent/2.0"
+	checkSame(t, "SessionByID after TouchSession", mustSession(t, s, sess.ID), want)
+	checkSame(t, "SessionByID(other session)", mustSession(t, s, neighbour.ID), neighbour)
+}

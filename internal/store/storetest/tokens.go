@@ -1,0 +1,234 @@
+package storetest
+
+import (
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/palisade-auth/palisade/internal/store"
+)
+
+var tokenTests = []subtest{
+	{"CreateAndGet", testTokenCreateAndGet},
+	{"Rotate", testRotate},
+	{"RotateKeepsClientWhenEmpty", testRotateKeepsClientWhenEmpty},
+	{"RotateTwice", testRotateTwice},
+	{"RotateRevoked", testRotateRevoked},
+	{"RotateExpired", testRotateExpired},
+	{"RotateUnknown", testRotateUnknown},
+	{"RotateConcurrent", testRotateConcurrent},
+}
+
+func testTokenCreateAndGet(t *testing.T, s store.Store) {
+	u := newUser(t, s)
+	sess := newSession(t, s, u.ID)
+	tok := newToken(t, s, sess)
+	newToken(t, s, newSession(t, s, u.ID))
+	checkSame(t, "RefreshTokenByHash("+tok.Hash+")", mustToken(t, s, tok.Hash), tok)
+
+	_, err := s.RefreshTokenByHash(t.Context(), newHash(t))
+	wantErr(t, "RefreshTokenByHash(unknown)", err, store.ErrNotFound)
+}
+
+// rotation sets up a user, a session and its first token.
+func rotation(t *testing.T, s store.Store, mods ...func(*store.RefreshToken)) (store.Session, store.RefreshToken) {
+	t.Helper()
+	sess := newSession(t, s, newUser(t, s).ID)
+	return sess, newToken(t, s, sess, mods...)
+}
+
+// checkUnchanged reports unless the token, the session and the would-be
+// child stand as before a refused rotation.
+func checkUnchanged(t *testing.T, s store.Store, sess store.Session, tok, child store.RefreshToken) {
+	t.Helper()
+	checkSame(t, "RefreshTokenByHash(refused token)", mustToken(t, s, tok.Hash), tok)
+	checkSame(t, "SessionByID after refused rotation", mustSession(t, s, sess.ID), sess)
+	_, err := s.RefreshTokenByHash(t.Context(), child.Hash)
+	wantErr(t, "RefreshTokenByHash(child of refused rotation)", err, store.ErrNotFound)
+}
+
+func testRotate(t *testing.T, s store.Store) {
+	sess, tok := rotation(t, s)
+	neighbour := newToken(t, s, newSession(t, s, sess.UserID))
+	child := childOf(t, tok, t0)
+
+	rot, err := s.RotateRefreshToken(t.Context(), tok.Hash, child, t0, "203.0.113.9", "agent/2.0")
+	if err != nil {
+		t.Fatalf("RotateRefreshToken(%s) = %v, want nil", tok.Hash, err)
+	}
+	checkSame(t, "RotateRefreshToken().Token", rot.Token, tok) // as it stood before the call
+	if rot.Child != nil {
+		t.Errorf("RotateRefreshToken().Child = %s, want nil", show(rot.Child))
+	}
+
+	wantTok := tok
+	wantTok.RotatedAt = ptr(t0)
+	checkSame(t, "RefreshTokenByHash(parent)", mustToken(t, s, tok.Hash), wantTok)
+	checkSame(t, "RefreshTokenByHash(child)", mustToken(t, s, child.Hash), child)
+	wantSess := sess
+	wantSess.LastUsedAt, wantSess.ExpiresAt = t0, child.ExpiresAt
+	wantSess.IP, wantSess.UserAgent = "203.0.113.9", "agent/2.0"
+	checkSame(t, "SessionByID after rotation", mustSession(t, s, sess.ID), wantSess)
+	checkSame(t, "RefreshTokenByHash(other session)", mustToken(t, s, neighbour.Hash), neighbour)
+
+	// The child rotates in turn: a chain, not a one-off.
+	grandchild := childOf(t, child, at(time.Minute))
+	_, err = s.RotateRefreshToken(t.Context(), child.Hash, grandchild, at(time.Minute), "", "")
+	wantErr(t, "RotateRefreshToken(child)", err, nil)
+	checkSame(t, "RefreshTokenByHash(grandchild)", mustToken(t, s, grandchild.Hash), grandchild)
+}
+
+func testRotateKeepsClientWhenEmpty(t *testing.T, s store.Store) {
+	sess, tok := rotation(t, s)
+	child := childOf(t, tok, t0)
+	_, err := s.RotateRefreshToken(t.Context(), tok.Hash, child, t0, "", "")
+	wantErr(t, "RotateRefreshToken", err, nil)
+
+	want := sess
+	want.LastUsedAt, want.ExpiresAt = t0, child.ExpiresAt
+	checkSame(t, "SessionByID after rotation without ip and user agent", mustSession(t, s, sess.ID), want)
+}
+
+func testRotateTwice(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	_, tok := rotation(t, s)
+	first := childOf(t, tok, t0)
+	if _, err := s.RotateRefreshToken(ctx, tok.Hash, first, t0, "", ""); err != nil {
+		t.Fatalf("RotateRefreshToken = %v, want nil", err)
+	}
+	sess := mustSession(t, s, tok.SessionID)
+	rotated := mustToken(t, s, tok.Hash)
+
+	second := childOf(t, tok, at(time.Minute))
+	rot, err := s.RotateRefreshToken(ctx, tok.Hash, second, at(time.Minute), "203.0.113.9", "agent/3.0")
+	wantErr(t, "RotateRefreshToken(rotated token)", err, store.ErrPrecondition)
+	want := tok
+	want.RotatedAt = ptr(t0)
+	checkSame(t, "RotateRefreshToken(rotated token).Token", rot.Token, want)
+	if rot.Child == nil {
+		t.Errorf("RotateRefreshToken(rotated token).Child = nil, want %s", show(first))
+	} else {
+		checkSame(t, "RotateRefreshToken(rotated token).Child", *rot.Child, first)
+	}
+	checkUnchanged(t, s, sess, rotated, second)
+}
+
+func testRotateRevoked(t *testing.T, s store.Store) {
+	sess, tok := rotation(t, s)
+	if _, err := s.RevokeSession(t.Context(), sess.ID, "logout", at(-time.Minute)); err != nil {
+		t.Fatalf("RevokeSession = %v, want nil", err)
+	}
+	sess, tok = mustSession(t, s, sess.ID), mustToken(t, s, tok.Hash)
+	child := childOf(t, tok, t0)
+
+	rot, err := s.RotateRefreshToken(t.Context(), tok.Hash, child, t0, "203.0.113.9", "agent/2.0")
+	wantErr(t, "RotateRefreshToken(revoked token)", err, store.ErrPrecondition)
+	checkSame(t, "RotateRefreshToken(revoked token).Token", rot.Token, tok)
+	if rot.Token.RevokedAt == nil {
+		t.Errorf("RotateRefreshToken(revoked token).Token.RevokedAt = nil, want %v", at(-time.Minute))
+	}
+	if rot.Child != nil {
+		t.Errorf("RotateRefreshToken(revoked token).Child = %s, want nil", show(rot.Child))
+	}
+	checkUnchanged(t, s, sess, tok, child)
+}
+
+func testRotateExpired(t *testing.T, s store.Store) {
+	for _, tc := range []struct {
+		name    string
+		expires time.Time
+	}{
+		{"AtNow", t0},
+		{"BeforeNow", at(-time.Second)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sess, tok := rotation(t, s, func(r *store.RefreshToken) { r.ExpiresAt = tc.expires })
+			child := childOf(t, tok, t0)
+			rot, err := s.RotateRefreshToken(t.Context(), tok.Hash, child, t0, "", "")
+			wantErr(t, "RotateRefreshToken(expired token)", err, store.ErrPrecondition)
+			checkSame(t, "RotateRefreshToken(expired token).Token", rot.Token, tok)
+			checkUnchanged(t, s, sess, tok, child)
+		})
+	}
+}
+
+func testRotateUnknown(t *testing.T, s store.Store) {
+	_, tok := rotation(t, s)
+	hash := newHash(t)
+	child := childOf(t, tok, t0)
+	child.ParentHash = hash
+	_, err := s.RotateRefreshToken(t.Context(), hash, child, t0, "", "")
+	wantErr(t, "RotateRefreshToken(unknown)", err, store.ErrNotFound)
+	_, err = s.RefreshTokenByHash(t.Context(), child.Hash)
+	wantErr(t, "RefreshTokenByHash(child of unknown)", err, store.ErrNotFound)
+}
+
+// testRotateConcurrent races n rotations of one token: the contract says
+// exactly one wins and every other one is a clean ErrPrecondition (a busy
+// or serialization error from the database must not leak).
+func testRotateConcurrent(t *testing.T, s store.Store) {
+	const n = 20
+	ctx := t.Context()
+	_, tok := rotation(t, s)
+	children := make([]store.RefreshToken, n)
+	for i := range children {
+		children[i] = childOf(t, tok, t0)
+	}
+	rots := make([]store.Rotation, n)
+	errs := make([]error, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			rots[i], errs[i] = s.RotateRefreshToken(ctx, tok.Hash, children[i], t0, "", "")
+		})
+	}
+	close(start)
+	wg.Wait()
+
+	winner := -1
+	for i, err := range errs {
+		switch {
+		case err == nil && winner >= 0:
+			t.Errorf("RotateRefreshToken #%d and #%d = nil, want exactly one nil", winner, i)
+		case err == nil:
+			winner = i
+		case !errors.Is(err, store.ErrPrecondition):
+			t.Errorf("RotateRefreshToken #%d = %v, want nil or %v", i, err, store.ErrPrecondition)
+		}
+	}
+	if winner < 0 {
+		t.Fatalf("RotateRefreshToken: no rotation of %d succeeded, want exactly one", n)
+	}
+	for i, err := range errs {
+		if !errors.Is(err, store.ErrPrecondition) {
+			continue
+		}
+		if c := rots[i].Child; c == nil || c.Hash != children[winner].Hash {
+			t.Errorf("RotateRefreshToken #%d (lost).Child = %s, want the winner's %s", i, show(c), children[winner].Hash)
+		}
+	}
+
+	found := 0
+	for i, c := range children {
+		got, err := s.RefreshTokenByHash(ctx, c.Hash)
+		switch {
+		case err == nil:
+			found++
+			if i != winner {
+				t.Errorf("RefreshTokenByHash(child #%d) found, but #%d won", i, winner)
+			}
+			checkSame(t, "RefreshTokenByHash(winning child)", got, c)
+		case !errors.Is(err, store.ErrNotFound):
+			t.Errorf("RefreshTokenByHash(child #%d) = %v, want nil or %v", i, err, store.ErrNotFound)
+		}
+	}
+	if found != 1 {
+		t.Errorf("children stored after %d concurrent rotations = %d, want 1", n, found)
+	}
+	if got := mustToken(t, s, tok.Hash); got.RotatedAt == nil || !sameTime(*got.RotatedAt, t0) {
+		t.Errorf("RefreshTokenByHash(parent).RotatedAt = %s, want %v", show(got.RotatedAt), t0)
+	}
+}
