@@ -1,0 +1,360 @@
+package password
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+)
+
+var cheap = Params{Memory: 64, Time: 1, Threads: 1, SaltLen: 16, KeyLen: 32}
+
+func mustHash(t testing.TB, h *Hasher, pw string) string {
+	t.Helper()
+	enc, err := h.Hash(context.Background(), pw)
+	if err != nil {
+		t.Fatalf("Hash(%q) error: %v", pw, err)
+	}
+	return enc
+}
+
+// waitUntil spins (yielding, never sleeping) until cond holds.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		runtime.Gosched()
+	}
+}
+
+func TestHashRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	h := NewHasher(cheap, 0, rand.Reader)
+	pw := "correct horse battery staple"
+	enc := mustHash(t, h, pw)
+	if !strings.HasPrefix(enc, "$argon2id$v=19$m=64,t=1,p=1$") {
+		t.Errorf("Hash() = %q, want prefix $argon2id$v=19$m=64,t=1,p=1$", enc)
+	}
+	if enc2 := mustHash(t, h, pw); enc2 == enc {
+		t.Errorf("Hash() twice = same string %q, want fresh salts", enc)
+	}
+
+	tests := []struct {
+		name, pw   string
+		wantOK     bool
+		wantRehash bool
+	}{
+		{"right", pw, true, false},
+		{"wrong", pw + "!", false, false},
+		{"empty", "", false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ok, rehash, err := h.Verify(ctx, tt.pw, enc)
+			if err != nil || ok != tt.wantOK || rehash != tt.wantRehash {
+				t.Errorf("Verify(%q) = %v, %v, %v, want %v, %v, nil", tt.pw, ok, rehash, err, tt.wantOK, tt.wantRehash)
+			}
+		})
+	}
+}
+
+func TestVerifyBcrypt(t *testing.T) {
+	ctx := context.Background()
+	h := NewHasher(cheap, 0, rand.Reader)
+	pw := "legacy password from the old system"
+	b, err := bcrypt.GenerateFromPassword([]byte(pw), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, prefix := range []string{"$2a$", "$2b$", "$2y$"} {
+		enc := prefix + string(b[4:])
+		t.Run(prefix, func(t *testing.T) {
+			if ok, rehash, err := h.Verify(ctx, pw, enc); !ok || !rehash || err != nil {
+				t.Errorf("Verify(right, %s) = %v, %v, %v, want true, true, nil", enc[:7], ok, rehash, err)
+			}
+			if ok, rehash, err := h.Verify(ctx, "wrong", enc); ok || rehash || err != nil {
+				t.Errorf("Verify(wrong, %s) = %v, %v, %v, want false, false, nil", enc[:7], ok, rehash, err)
+			}
+		})
+	}
+}
+
+func TestVerifyNeedsRehash(t *testing.T) {
+	ctx := context.Background()
+	pw := "a password that outlives its params"
+	old := mustHash(t, NewHasher(cheap, 0, rand.Reader), pw)
+	tests := []struct {
+		name   string
+		params Params
+		want   bool
+	}{
+		{"same", cheap, false},
+		{"memory", Params{Memory: 128, Time: 1, Threads: 1, SaltLen: 16, KeyLen: 32}, true},
+		{"time", Params{Memory: 64, Time: 2, Threads: 1, SaltLen: 16, KeyLen: 32}, true},
+		{"threads", Params{Memory: 64, Time: 1, Threads: 2, SaltLen: 16, KeyLen: 32}, true},
+		{"salt", Params{Memory: 64, Time: 1, Threads: 1, SaltLen: 32, KeyLen: 32}, true},
+		{"key", Params{Memory: 64, Time: 1, Threads: 1, SaltLen: 16, KeyLen: 64}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := NewHasher(tt.params, 0, rand.Reader)
+			ok, rehash, err := h.Verify(ctx, pw, old)
+			if !ok || rehash != tt.want || err != nil {
+				t.Errorf("Verify() with %+v = %v, %v, %v, want true, %v, nil", tt.params, ok, rehash, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestVerifyMalformed(t *testing.T) {
+	ctx := context.Background()
+	h := NewHasher(cheap, 0, rand.Reader)
+	good := mustHash(t, h, "x")
+	parts := strings.Split(good, "$") // "", argon2id, v=19, m=..., salt, key
+	join := func(p ...string) string { return strings.Join(p, "$") }
+	tests := []struct{ name, enc string }{
+		{"empty", ""},
+		{"garbage", "not a hash at all"},
+		{"dollars", "$$$$$"},
+		{"argon2i", join("", "argon2i", parts[2], parts[3], parts[4], parts[5])},
+		{"wrong version", join("", "argon2id", "v=16", parts[3], parts[4], parts[5])},
+		{"no version", join("", "argon2id", parts[3], parts[4], parts[5])},
+		{"bad base64 salt", join("", "argon2id", parts[2], parts[3], "!!!!", parts[5])},
+		{"bad base64 key", join("", "argon2id", parts[2], parts[3], parts[4], parts[5]+"=")},
+		{"short key", join("", "argon2id", parts[2], parts[3], parts[4], "AAAA")},
+		{"huge m", join("", "argon2id", parts[2], "m=4294967295,t=1,p=1", parts[4], parts[5])},
+		{"m over 1 GiB", join("", "argon2id", parts[2], "m=1048577,t=1,p=1", parts[4], parts[5])},
+		{"m overflow", join("", "argon2id", parts[2], "m=99999999999,t=1,p=1", parts[4], parts[5])},
+		{"huge t", join("", "argon2id", parts[2], "m=64,t=1000,p=1", parts[4], parts[5])},
+		{"zero t", join("", "argon2id", parts[2], "m=64,t=0,p=1", parts[4], parts[5])},
+		{"zero p", join("", "argon2id", parts[2], "m=64,t=1,p=0", parts[4], parts[5])},
+		{"p over 255", join("", "argon2id", parts[2], "m=64,t=1,p=256", parts[4], parts[5])},
+		{"params reordered", join("", "argon2id", parts[2], "t=1,m=64,p=1", parts[4], parts[5])},
+		{"negative", join("", "argon2id", parts[2], "m=-64,t=1,p=1", parts[4], parts[5])},
+		{"trailing part", good + "$x"},
+		{"bcrypt too short", "$2a$04$abc"},
+		{"bcrypt huge cost", "$2b$31$" + strings.Repeat("a", 53)},
+		{"bcrypt bad char", "$2b$04$" + strings.Repeat("!", 53)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ok, rehash, err := h.Verify(ctx, "x", tt.enc)
+			if ok || rehash || !errors.Is(err, ErrMalformedHash) {
+				t.Errorf("Verify(%q) = %v, %v, %v, want false, false, ErrMalformedHash", tt.enc, ok, rehash, err)
+			}
+		})
+	}
+}
+
+func TestHashInvalidParams(t *testing.T) {
+	h := NewHasher(Params{Memory: 64, Time: 0, Threads: 1, SaltLen: 16, KeyLen: 32}, 0, rand.Reader)
+	if _, err := h.Hash(context.Background(), "x"); err == nil {
+		t.Errorf("Hash() with time 0 = nil error, want an error")
+	}
+}
+
+func TestVerifyDummy(t *testing.T) {
+	h := NewHasher(cheap, 0, rand.Reader)
+	var computed atomic.Int32
+	h.slotHook = func() func() { computed.Add(1); return func() {} }
+	for i := range 2 {
+		if err := h.VerifyDummy(context.Background(), "anything"); err != nil {
+			t.Fatalf("VerifyDummy() = %v, want nil", err)
+		}
+		if got := computed.Load(); got != int32(i+1) {
+			t.Errorf("computations after %d VerifyDummy = %d, want %d", i+1, got, i+1)
+		}
+	}
+	if ok, _, err := h.Verify(context.Background(), "anything", h.dummy); ok || err != nil {
+		t.Errorf("Verify(dummy) = %v, %v, want false, nil", ok, err)
+	}
+	if p, _, _, err := h.lim.parsePHC(h.dummy); err != nil || p != cheap {
+		t.Errorf("parsePHC(dummy) = %+v, %v, want %+v, nil", p, err, cheap)
+	}
+}
+
+func TestParams(t *testing.T) {
+	if got := NewHasher(DefaultParams, 1, rand.Reader).Params(); got != DefaultParams {
+		t.Errorf("Params() = %+v, want %+v", got, DefaultParams)
+	}
+}
+
+// TestConcurrencyBound holds every computation inside the slot until the
+// test releases it, so the bound is observed without relying on timing.
+func TestConcurrencyBound(t *testing.T) {
+	const slots, callers = 2, 16
+	h := NewHasher(cheap, slots, rand.Reader)
+	enc := mustHash(t, h, "pw")
+	var cur, peak atomic.Int32
+	gate := make(chan struct{})
+	h.slotHook = func() func() {
+		n := cur.Add(1)
+		for {
+			p := peak.Load()
+			if n <= p || peak.CompareAndSwap(p, n) {
+				break
+			}
+		}
+		<-gate
+		return func() { cur.Add(-1) }
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, callers)
+	for i := range callers {
+		wg.Go(func() {
+			var err error
+			switch i % 3 {
+			case 0:
+				_, err = h.Hash(context.Background(), "pw")
+			case 1:
+				_, _, err = h.Verify(context.Background(), "pw", enc)
+			default:
+				err = h.VerifyDummy(context.Background(), "pw")
+			}
+			errs <- err
+		})
+	}
+	waitUntil(t, "slots full and the rest queued", func() bool {
+		return cur.Load() == slots && h.waiting.Load() == callers-slots
+	})
+	close(gate)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("computation error: %v", err)
+		}
+	}
+	if got := peak.Load(); got != slots {
+		t.Errorf("peak concurrent computations = %d, want %d", got, slots)
+	}
+}
+
+// fillSlots takes every slot of h, as if long computations were running.
+func fillSlots(h *Hasher) (release func()) {
+	for range cap(h.sem) {
+		h.sem <- struct{}{}
+	}
+	return func() {
+		for range cap(h.sem) {
+			<-h.sem
+		}
+	}
+}
+
+func TestAcquireContext(t *testing.T) {
+	t.Run("cancelled while waiting", func(t *testing.T) {
+		h := NewHasher(cheap, 1, rand.Reader)
+		release := fillSlots(h)
+		defer release()
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			_, err := h.Hash(ctx, "pw")
+			done <- err
+		}()
+		waitUntil(t, "Hash to queue", func() bool { return h.waiting.Load() == 1 })
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Errorf("Hash(cancelled while waiting) = %v, want context.Canceled", err)
+		}
+		if n := h.waiting.Load(); n != 0 {
+			t.Errorf("waiting after cancel = %d, want 0", n)
+		}
+	})
+	t.Run("cancelled before", func(t *testing.T) {
+		h := NewHasher(cheap, 1, rand.Reader)
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if _, _, err := h.Verify(ctx, "pw", mustHash(t, h, "pw")); !errors.Is(err, context.Canceled) {
+			t.Errorf("Verify(cancelled ctx) = %v, want context.Canceled", err)
+		}
+		if err := h.VerifyDummy(ctx, "pw"); !errors.Is(err, context.Canceled) {
+			t.Errorf("VerifyDummy(cancelled ctx) = %v, want context.Canceled", err)
+		}
+	})
+}
+
+func TestErrBusy(t *testing.T) {
+	const maxWaiting = 3
+	h := NewHasher(cheap, 2, rand.Reader)
+	h.SetMaxWaiting(maxWaiting)
+	release := fillSlots(h)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for range maxWaiting {
+		wg.Go(func() {
+			if _, err := h.Hash(ctx, "pw"); err != nil && !errors.Is(err, context.Canceled) {
+				t.Errorf("queued Hash() = %v, want nil or context.Canceled", err)
+			}
+		})
+	}
+	waitUntil(t, "the queue to fill", func() bool { return h.waiting.Load() == maxWaiting })
+	if _, err := h.Hash(context.Background(), "pw"); !errors.Is(err, ErrBusy) {
+		t.Errorf("Hash() with full queue = %v, want ErrBusy", err)
+	}
+	if _, _, err := h.Verify(context.Background(), "pw", "$2b$04$"+strings.Repeat("a", 53)); !errors.Is(err, ErrBusy) {
+		t.Errorf("Verify(bcrypt) with full queue = %v, want ErrBusy", err)
+	}
+	if err := h.VerifyDummy(context.Background(), "pw"); !errors.Is(err, ErrBusy) {
+		t.Errorf("VerifyDummy() with full queue = %v, want ErrBusy", err)
+	}
+	if n := h.waiting.Load(); n != maxWaiting {
+		t.Errorf("waiting after refusals = %d, want %d", n, maxWaiting)
+	}
+	release() // the queued callers now get slots and finish
+	wg.Wait()
+	cancel()
+	h.SetMaxWaiting(0)
+	if _, err := h.Hash(context.Background(), "pw"); err != nil {
+		t.Errorf("Hash() after the queue drained = %v, want nil", err)
+	}
+}
+
+// FuzzVerify feeds arbitrary stored hashes and passwords to Verify. The
+// limits are lowered so a mutated hash cannot ask for real work.
+func FuzzVerify(f *testing.F) {
+	h := NewHasher(cheap, 0, rand.Reader)
+	h.lim.maxMemory, h.lim.maxTime, h.lim.maxBcryptCost = 256, 2, bcrypt.MinCost
+	good := mustHash(f, h, "password")
+	b, err := bcrypt.GenerateFromPassword([]byte("password"), bcrypt.MinCost)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(good, "password")
+	f.Add(good, "wrong")
+	f.Add(string(b), "password")
+	f.Add("", "")
+	f.Add("$argon2id$v=19$m=4294967295,t=4294967295,p=255$AAAAAAAAAAA$AAAAAAAAAAAAAAAAAAAAAA", "x")
+	f.Add("$argon2id$v=19$m=64,t=1,p=1$$", "x")
+	f.Add("$2y$31$"+strings.Repeat(".", 53), "x")
+	f.Fuzz(func(t *testing.T, enc, pw string) {
+		ok, rehash, err := h.Verify(context.Background(), pw, enc)
+		if err != nil && !errors.Is(err, ErrMalformedHash) {
+			t.Fatalf("Verify(%q, %q) error = %v, want nil or ErrMalformedHash", pw, enc, err)
+		}
+		if err != nil && (ok || rehash) {
+			t.Fatalf("Verify(%q, %q) = %v, %v, %v, want false, false with an error", pw, enc, ok, rehash, err)
+		}
+	})
+}
+
+func BenchmarkHash(b *testing.B) {
+	h := NewHasher(DefaultParams, 0, rand.Reader)
+	ctx := context.Background()
+	for b.Loop() {
+		if _, err := h.Hash(ctx, "correct horse battery staple"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

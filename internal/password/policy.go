@@ -1,0 +1,115 @@
+package password
+
+import (
+	_ "embed"
+	"fmt"
+	"strings"
+	"sync"
+	"unicode"
+	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
+
+	"github.com/palisade-auth/palisade/internal/apperr"
+)
+
+// Normalize returns pw in Unicode NFKC, so that the same password typed on
+// different keyboards or platforms hashes the same. Apply it before Check,
+// Hash and Verify alike.
+func Normalize(pw string) string { return norm.NFKC.String(pw) }
+
+// Policy decides which new passwords are acceptable. It has no composition
+// rules, following NIST SP 800-63B.
+type Policy struct {
+	MinLength int // in runes; 0 means no minimum
+	MaxLength int // in runes; 0 means no maximum
+
+	// Common holds refused passwords, lowercased and NFKC-normalized;
+	// nil refuses none.
+	Common map[string]struct{}
+}
+
+// DefaultPolicy returns the shipped policy: 12 to 128 characters and not on
+// the common-password list.
+func DefaultPolicy() Policy {
+	return Policy{MinLength: 12, MaxLength: 128, Common: commonPasswords()}
+}
+
+// The field and codes of Check's errors.
+const (
+	fieldPassword   = "password"
+	codeTooShort    = "too_short"
+	codeTooLong     = "too_long"
+	codeNotPrint    = "not_printable"
+	codeCommon      = "common"
+	codeEqualsEmail = "equals_email"
+)
+
+// Check returns every rule the already normalized pw breaks, or nil. Length
+// counts runes and a long password is refused, never truncated. Messages
+// never quote the password.
+func (p Policy) Check(pw, email string) []apperr.FieldError {
+	var errs []apperr.FieldError
+	add := func(code, msg string) {
+		errs = append(errs, apperr.FieldError{Field: fieldPassword, Code: code, Message: msg})
+	}
+	n := utf8.RuneCountInString(pw)
+	if n < p.MinLength {
+		add(codeTooShort, fmt.Sprintf("The password must be at least %d characters long.", p.MinLength))
+	}
+	if p.MaxLength > 0 && n > p.MaxLength {
+		add(codeTooLong, fmt.Sprintf("The password must be at most %d characters long.", p.MaxLength))
+	}
+	if !printable(pw) {
+		add(codeNotPrint, "The password may only contain printable characters and spaces.")
+	}
+	lower := strings.ToLower(pw)
+	if _, ok := p.Common[lower]; ok {
+		add(codeCommon, "The password is too common; choose another one.")
+	}
+	if e := strings.TrimSpace(email); e != "" && strings.EqualFold(pw, e) {
+		add(codeEqualsEmail, "The password must not be the email address.")
+	}
+	return errs
+}
+
+// printable reports whether s is valid UTF-8 made of printable runes and
+// ASCII spaces. Invalid bytes would otherwise pass as U+FFFD.
+func printable(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if r != ' ' && !unicode.IsPrint(r) {
+			return false
+		}
+	}
+	return true
+}
+
+//go:embed common-passwords.txt
+var commonText string
+
+var (
+	commonOnce sync.Once
+	commonSet  map[string]struct{}
+)
+
+// commonPasswords parses the embedded list on first use; the map is shared
+// and must not be modified.
+func commonPasswords() map[string]struct{} {
+	commonOnce.Do(func() {
+		lines := strings.Split(commonText, "\n")
+		commonSet = make(map[string]struct{}, len(lines))
+		for _, l := range lines {
+			if l = strings.TrimSpace(l); l != "" {
+				commonSet[l] = struct{}{}
+			}
+		}
+	})
+	return commonSet
+}
+
+// CommonListSize returns the number of entries of the shipped
+// common-password list.
+func CommonListSize() int { return len(commonPasswords()) }
