@@ -1,0 +1,55 @@
+package main
+
+import (
+	"context"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/palisade-auth/palisade/internal/config"
+	"github.com/palisade-auth/palisade/internal/httpserver"
+	"github.com/palisade-auth/palisade/internal/issuerapp"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "issuer",
+		Short:         "Palisade issuer: accounts, passwords, tokens and signing keys",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newServeCmd(), newMigrateCmd(), newUsersCmd(), newKeysCmd(), newVersionCmd())
+	return root
+}
+
+// bindEnv makes every flag of cmd readable from ISSUER_* and documents it.
+func bindEnv(cmd *cobra.Command) {
+	config.AnnotateEnv(cmd.Flags(), "ISSUER")
+	cmd.PreRunE = func(cmd *cobra.Command, _ []string) error {
+		return config.ApplyEnv(cmd.Flags(), "ISSUER", os.LookupEnv)
+	}
+}
+
+// openApp opens the database and keys for a subcommand.
+func openApp(ctx context.Context, cfg config.Issuer, migrate bool) (*issuerapp.App, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	level, _ := config.ParseLogLevel(cfg.LogLevel)
+	return issuerapp.Open(ctx, cfg, httpserver.NewLogger(os.Stderr, level), migrate)
+}
+
+func newVersionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cmd.Println("issuer", version)
+			return nil
+		},
+	}
+}

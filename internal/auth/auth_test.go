@@ -1,0 +1,312 @@
+package auth_test
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/palisade-auth/palisade/internal/apperr"
+	"github.com/palisade-auth/palisade/internal/auth"
+	"github.com/palisade-auth/palisade/internal/keys"
+	"github.com/palisade-auth/palisade/internal/password"
+	"github.com/palisade-auth/palisade/internal/store"
+	"github.com/palisade-auth/palisade/internal/store/sqlstore"
+	"github.com/palisade-auth/palisade/internal/testdb"
+	"github.com/palisade-auth/palisade/internal/token"
+)
+
+// clock is a settable time source.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+type fixture struct {
+	svc   *auth.Service
+	st    store.Store
+	clock *clock
+}
+
+var cheap = password.Params{Memory: 64, Time: 1, Threads: 1, SaltLen: 16, KeyLen: 32}
+
+func newFixture(t testing.TB, dbURL string, leeway time.Duration) *fixture {
+	t.Helper()
+	return newFixtureWith(t, dbURL, leeway, cheap)
+}
+
+func newFixtureWith(t testing.TB, dbURL string, leeway time.Duration, params password.Params) *fixture {
+	t.Helper()
+	ctx := context.Background()
+	st, err := sqlstore.Open(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c := &clock{t: time.Now().UTC().Truncate(time.Second)}
+	kek := make([]byte, keys.KEKSize)
+	if _, err := io.ReadFull(rand.Reader, kek); err != nil {
+		t.Fatal(err)
+	}
+	sealer, err := keys.NewSealer(kek, rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	km := keys.NewManager(st, sealer, keys.Options{AccessTokenTTL: 15 * time.Minute, ReloadInterval: time.Hour}, c.now, rand.Reader)
+	if err := km.EnsureKey(ctx); err != nil {
+		t.Fatal(err)
+	}
+	svc := auth.New(auth.Deps{
+		Store: st, Hasher: password.NewHasher(params, 0, rand.Reader), Policy: password.DefaultPolicy(),
+		Minter:          token.NewMinter(km, "http://issuer.test", "api", 15*time.Minute, c.now, rand.Reader),
+		SuccessorSecret: sealer.DeriveSecret("refresh-successor"),
+		Logger:          slog.New(slog.DiscardHandler), Now: c.now, Rand: rand.Reader,
+	}, auth.Config{RefreshTokenTTL: 24 * time.Hour, RefreshReuseLeeway: leeway})
+	return &fixture{svc: svc, st: st, clock: c}
+}
+
+func forEachDB(t *testing.T, fn func(t *testing.T, dbURL string)) {
+	t.Run("sqlite", func(t *testing.T) { fn(t, testdb.SQLite(t)) })
+	t.Run("postgres", func(t *testing.T) { fn(t, testdb.Postgres(t)) })
+}
+
+const pw = "correct horse battery staple"
+
+func (f *fixture) user(t testing.TB, email string) auth.User {
+	t.Helper()
+	u, err := f.svc.Register(context.Background(), auth.RegisterInput{Email: email, Password: pw}, auth.Meta{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+func (f *fixture) login(t testing.TB, email, device string) auth.TokenPair {
+	t.Helper()
+	p, err := f.svc.Login(context.Background(), auth.LoginInput{Email: email, Password: pw, DeviceID: device}, auth.Meta{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func wantCode(t *testing.T, what string, err error, code string) {
+	t.Helper()
+	if !apperr.Is(err, code) {
+		t.Fatalf("%s: err = %v, want code %s", what, err, code)
+	}
+}
+
+func TestReuseLeeway(t *testing.T) {
+	forEachDB(t, func(t *testing.T, dbURL string) {
+		ctx := context.Background()
+		f := newFixture(t, dbURL, 10*time.Second)
+		f.user(t, "leeway@example.com")
+		a := f.login(t, "leeway@example.com", "d1")
+		other := f.login(t, "leeway@example.com", "d2")
+
+		b, err := f.svc.Refresh(ctx, a.RefreshToken, auth.Meta{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.clock.advance(5 * time.Second)
+		again, err := f.svc.Refresh(ctx, a.RefreshToken, auth.Meta{})
+		if err != nil {
+			t.Fatalf("Refresh(parent within leeway) = %v, want the successor again", err)
+		}
+		if again.RefreshToken != b.RefreshToken {
+			t.Error("Refresh(parent within leeway) returned a different refresh token than the first rotation")
+		}
+		if again.AccessToken == "" || again.AccessToken == b.AccessToken {
+			t.Error("Refresh(parent within leeway) did not mint a new access token")
+		}
+		// The replayed successor is still the live token of the session.
+		c, err := f.svc.Refresh(ctx, b.RefreshToken, auth.Meta{})
+		if err != nil {
+			t.Fatalf("Refresh(successor) = %v", err)
+		}
+		// Now a is no longer the latest rotated token: presenting it is theft.
+		_, err = f.svc.Refresh(ctx, a.RefreshToken, auth.Meta{})
+		wantCode(t, "Refresh(grandparent)", err, "refresh_token_revoked")
+		for _, tok := range []string{c.RefreshToken, other.RefreshToken} {
+			_, err = f.svc.Refresh(ctx, tok, auth.Meta{})
+			wantCode(t, "Refresh(after theft)", err, "refresh_token_revoked")
+		}
+		evs, err := f.st.ListAudit(ctx, store.AuditFilter{Type: auth.EventRefreshTokenUsed, Limit: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		leewayEntries := 0
+		for _, e := range evs {
+			if string(e.Data) != "{}" {
+				leewayEntries++
+			}
+		}
+		if leewayEntries != 1 {
+			t.Errorf("refresh_token.used entries recording the leeway = %d, want 1", leewayEntries)
+		}
+	})
+}
+
+func TestReuseAfterLeewayIsTheft(t *testing.T) {
+	f := newFixture(t, testdb.SQLite(t), 10*time.Second)
+	ctx := context.Background()
+	f.user(t, "late@example.com")
+	a := f.login(t, "late@example.com", "")
+	if _, err := f.svc.Refresh(ctx, a.RefreshToken, auth.Meta{}); err != nil {
+		t.Fatal(err)
+	}
+	f.clock.advance(11 * time.Second)
+	_, err := f.svc.Refresh(ctx, a.RefreshToken, auth.Meta{})
+	wantCode(t, "Refresh(parent after leeway)", err, "refresh_token_revoked")
+	evs, err := f.st.ListAudit(ctx, store.AuditFilter{Type: auth.EventRefreshTokenReuse, Limit: 10})
+	if err != nil || len(evs) != 1 {
+		t.Fatalf("refresh_token.reused entries = %d (%v), want 1", len(evs), err)
+	}
+}
+
+func TestStrictReuse(t *testing.T) {
+	f := newFixture(t, testdb.SQLite(t), 0)
+	ctx := context.Background()
+	f.user(t, "strict@example.com")
+	a := f.login(t, "strict@example.com", "")
+	b, err := f.svc.Refresh(ctx, a.RefreshToken, auth.Meta{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.svc.Refresh(ctx, a.RefreshToken, auth.Meta{})
+	wantCode(t, "Refresh(rotated, no leeway)", err, "refresh_token_revoked")
+	_, err = f.svc.Refresh(ctx, b.RefreshToken, auth.Meta{})
+	wantCode(t, "Refresh(successor after theft)", err, "refresh_token_revoked")
+}
+
+func TestRefreshExpired(t *testing.T) {
+	f := newFixture(t, testdb.SQLite(t), 0)
+	ctx := context.Background()
+	f.user(t, "exp@example.com")
+	a := f.login(t, "exp@example.com", "")
+	f.clock.advance(24*time.Hour + time.Second)
+	_, err := f.svc.Refresh(ctx, a.RefreshToken, auth.Meta{})
+	wantCode(t, "Refresh(expired)", err, "refresh_token_expired")
+	_, err = f.svc.Refresh(ctx, "AAAA", auth.Meta{})
+	wantCode(t, "Refresh(malformed)", err, "refresh_token_revoked")
+}
+
+func TestLoginFailures(t *testing.T) {
+	f := newFixture(t, testdb.SQLite(t), 0)
+	ctx := context.Background()
+	u := f.user(t, "Mixed.Case@Example.com")
+	tests := []struct {
+		name, email, password, code, reason string
+	}{
+		{"unknown email", "nobody@example.com", pw, "invalid_credentials", "unknown_email"},
+		{"wrong password", "mixed.case@example.com", "wrong password!!", "invalid_credentials", "wrong_password"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := f.svc.Login(ctx, auth.LoginInput{Email: tt.email, Password: tt.password}, auth.Meta{})
+			wantCode(t, "Login", err, tt.code)
+		})
+	}
+	// Email lookup is case-insensitive.
+	f.login(t, "MIXED.CASE@example.COM", "")
+	evs, err := f.st.ListAudit(ctx, store.AuditFilter{Type: auth.EventLoginFailed, Limit: 10})
+	if err != nil || len(evs) != 2 {
+		t.Fatalf("login.failed entries = %d (%v), want 2", len(evs), err)
+	}
+	if evs[0].UserID != u.ID {
+		t.Errorf("newest login.failed user = %q, want %q", evs[0].UserID, u.ID)
+	}
+}
+
+func TestBcryptUpgradedOnLogin(t *testing.T) {
+	f := newFixture(t, testdb.SQLite(t), 0)
+	ctx := context.Background()
+	legacy, err := bcrypt.GenerateFromPassword([]byte(pw), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := f.clock.now()
+	u := store.User{ID: "legacy-1", Email: "legacy@example.com", EmailNormalized: "legacy@example.com",
+		PasswordHash: string(legacy), Role: "user", Status: store.StatusEnabled, CreatedAt: now, UpdatedAt: now}
+	if err := f.st.CreateUser(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	f.login(t, "legacy@example.com", "")
+	got, err := f.st.UserByID(ctx, u.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.PasswordHash == string(legacy) || len(got.PasswordHash) < 10 || got.PasswordHash[:10] != "$argon2id$" {
+		t.Errorf("hash after login starts %q, want an argon2id upgrade", got.PasswordHash[:10])
+	}
+	f.login(t, "legacy@example.com", "") // the upgraded hash verifies
+}
+
+func TestDisabledAccount(t *testing.T) {
+	f := newFixture(t, testdb.SQLite(t), 0)
+	ctx := context.Background()
+	now := f.clock.now()
+	hash, err := password.NewHasher(cheap, 1, rand.Reader).Hash(ctx, pw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.st.CreateUser(ctx, store.User{ID: "off-1", Email: "off@example.com", EmailNormalized: "off@example.com",
+		PasswordHash: hash, Role: "user", Status: store.StatusDisabled, CreatedAt: now, UpdatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.svc.Login(ctx, auth.LoginInput{Email: "off@example.com", Password: "not the password"}, auth.Meta{})
+	wantCode(t, "Login(disabled, wrong password)", err, "invalid_credentials")
+	_, err = f.svc.Login(ctx, auth.LoginInput{Email: "off@example.com", Password: pw}, auth.Meta{})
+	wantCode(t, "Login(disabled, right password)", err, "account_disabled")
+}
+
+func TestRegisterValidation(t *testing.T) {
+	f := newFixture(t, testdb.SQLite(t), 0)
+	ctx := context.Background()
+	tests := []struct {
+		name   string
+		in     auth.RegisterInput
+		fields []string
+	}{
+		{"empty", auth.RegisterInput{}, []string{"email", "password"}},
+		{"bad email and short password", auth.RegisterInput{Email: "x", Password: "short"}, []string{"email", "password"}},
+		{"display name form refused", auth.RegisterInput{Email: "Bob <bob@example.com>", Password: pw}, []string{"email"}},
+		{"password equals email", auth.RegisterInput{Email: "longaddress1@example.com", Password: "longaddress1@example.com"}, []string{"password"}},
+		{"control character in name", auth.RegisterInput{Email: "n@example.com", Password: pw, Name: "a\x00b"}, []string{"name"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := f.svc.Register(ctx, tt.in, auth.Meta{})
+			var e *apperr.Error
+			if !errors.As(err, &e) || e.Code != "validation_failed" || e.Kind != apperr.KindInvalid {
+				t.Fatalf("Register(%+v) = %v, want validation_failed", tt.in, err)
+			}
+			got := map[string]bool{}
+			for _, fe := range e.Fields {
+				got[fe.Field] = true
+			}
+			for _, want := range tt.fields {
+				if !got[want] {
+					t.Errorf("Register(%+v) fields = %+v, want one for %q", tt.in, e.Fields, want)
+				}
+			}
+		})
+	}
+}

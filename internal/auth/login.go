@@ -1,0 +1,157 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/palisade-auth/palisade/internal/apperr"
+	"github.com/palisade-auth/palisade/internal/password"
+	"github.com/palisade-auth/palisade/internal/store"
+	"github.com/palisade-auth/palisade/internal/token"
+)
+
+const maxDeviceField = 200
+
+// LoginInput is a login request.
+type LoginInput struct {
+	Email      string
+	Password   string
+	DeviceID   string // optional; a login for a device the user already has replaces that device's session
+	DeviceName string
+}
+
+// errInvalidCredentials is the one answer for an unknown email and a wrong
+// password alike.
+func errInvalidCredentials() error {
+	return apperr.New(apperr.KindUnauthenticated, "invalid_credentials", "The email or password is incorrect.")
+}
+
+// Login checks the credentials and opens a session for the device.
+func (s *Service) Login(ctx context.Context, in LoginInput, m Meta) (TokenPair, error) {
+	if !validText(in.DeviceID, maxDeviceField) || !validText(in.DeviceName, maxDeviceField) {
+		e := apperr.New(apperr.KindMalformed, "malformed_request", "The request is not valid.")
+		e.Fields = []apperr.FieldError{{Field: "device_id", Code: "invalid", Message: "device_id and device_name must be at most 200 printable characters."}}
+		return TokenPair{}, e
+	}
+	pw := password.Normalize(in.Password)
+	emailNorm := NormalizeEmail(in.Email)
+	u, err := s.st.UserByEmail(ctx, emailNorm)
+	if errors.Is(err, store.ErrNotFound) {
+		// Spend the same hashing work as for a real account, so the answer's
+		// timing does not tell whether the email is registered.
+		if err := s.hasher.VerifyDummy(ctx, pw); err != nil {
+			return TokenPair{}, apperr.Internal(err)
+		}
+		s.recordFailure(ctx, m, "", "unknown_email", emailNorm)
+		return TokenPair{}, errInvalidCredentials()
+	}
+	if err != nil {
+		return TokenPair{}, apperr.Internal(err)
+	}
+	ok, rehash, err := s.hasher.Verify(ctx, pw, u.PasswordHash)
+	if err != nil && !errors.Is(err, password.ErrMalformedHash) {
+		return TokenPair{}, apperr.Internal(err)
+	}
+	if err != nil || !ok {
+		if err != nil {
+			s.log.ErrorContext(ctx, "stored password hash unreadable", "user_id", u.ID, "err", err)
+		}
+		s.recordFailure(ctx, m, u.ID, "wrong_password", "")
+		return TokenPair{}, errInvalidCredentials()
+	}
+	if u.Status != store.StatusEnabled {
+		s.recordFailure(ctx, m, u.ID, "account_disabled", "")
+		return TokenPair{}, apperr.New(apperr.KindForbidden, "account_disabled", "The account is disabled.")
+	}
+	var newHash string
+	if rehash {
+		// Upgrade legacy or outdated hashes while we hold the plain password;
+		// a failure here must not fail the login.
+		if newHash, err = s.hasher.Hash(ctx, pw); err != nil {
+			s.log.WarnContext(ctx, "password rehash failed", "user_id", u.ID, "err", err)
+			newHash = ""
+		}
+	}
+	return s.openSession(ctx, u, in, newHash, m)
+}
+
+// recordFailure writes login.failed. The reason stays in the audit trail;
+// the client only ever sees invalid_credentials.
+func (s *Service) recordFailure(ctx context.Context, m Meta, userID, reason, email string) {
+	data := map[string]any{"reason": reason}
+	if email != "" {
+		data["email"] = truncate(email, maxEmailLen)
+	}
+	if err := s.st.AppendAudit(ctx, s.event(EventLoginFailed, s.clock(), m, userID, "", data)); err != nil {
+		s.log.ErrorContext(ctx, "audit login.failed", "err", err)
+	}
+}
+
+func (s *Service) openSession(ctx context.Context, u store.User, in LoginInput, newHash string, m Meta) (TokenPair, error) {
+	now := s.clock()
+	refresh, err := token.NewOpaque(s.rand)
+	if err != nil {
+		return TokenPair{}, apperr.Internal(err)
+	}
+	deviceID := in.DeviceID
+	if deviceID == "" {
+		deviceID = s.newID()
+	}
+	sess := store.Session{
+		ID: s.newID(), UserID: u.ID, DeviceID: deviceID, DeviceName: in.DeviceName,
+		UserAgent: truncate(m.UserAgent, 512), IP: m.IP,
+		CreatedAt: now, LastUsedAt: now, ExpiresAt: now.Add(s.cfg.RefreshTokenTTL),
+	}
+	access, err := s.minter.Mint(ctx, claimsFor(u, sess.ID))
+	if err != nil {
+		return TokenPair{}, apperr.Internal(err)
+	}
+	err = s.st.InTx(ctx, func(q store.Queries) error {
+		if newHash != "" {
+			if err := q.SetPasswordHash(ctx, u.ID, newHash, now); err != nil {
+				return err
+			}
+		}
+		old, err := q.ActiveSessionByDevice(ctx, u.ID, deviceID, now)
+		switch {
+		case err == nil:
+			if _, err := q.RevokeSession(ctx, old.ID, "replaced", now); err != nil {
+				return err
+			}
+			if err := q.AppendAudit(ctx, s.event(EventSessionRevoked, now, m, u.ID, old.ID, map[string]any{"reason": "replaced"})); err != nil {
+				return err
+			}
+		case !errors.Is(err, store.ErrNotFound):
+			return err
+		}
+		if err := q.CreateSession(ctx, sess); err != nil {
+			return err
+		}
+		if err := q.CreateRefreshToken(ctx, store.RefreshToken{
+			Hash: token.Hash(refresh), SessionID: sess.ID, UserID: u.ID, IssuedAt: now, ExpiresAt: sess.ExpiresAt,
+		}); err != nil {
+			return err
+		}
+		return q.AppendAudit(ctx, s.event(EventUserLoggedIn, now, m, u.ID, sess.ID, map[string]any{"device_id": deviceID}))
+	})
+	if err != nil {
+		return TokenPair{}, apperr.Internal(err)
+	}
+	return TokenPair{
+		AccessToken: access, RefreshToken: refresh, ExpiresIn: s.minter.TTL(),
+		RefreshExpiresIn: s.cfg.RefreshTokenTTL, SessionID: sess.ID,
+	}, nil
+}
+
+func claimsFor(u store.User, sessionID string) token.Claims {
+	return token.Claims{Subject: u.ID, Role: u.Role, SessionID: sessionID, TenantID: u.TenantID, OrganizationID: u.OrganizationID}
+}
+
+// remaining is the time left until t, never negative.
+func remaining(t, now time.Time) time.Duration {
+	if d := t.Sub(now); d > 0 {
+		return d
+	}
+	return 0
+}

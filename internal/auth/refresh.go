@@ -1,0 +1,194 @@
+package auth
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"time"
+
+	"github.com/palisade-auth/palisade/internal/apperr"
+	"github.com/palisade-auth/palisade/internal/store"
+	"github.com/palisade-auth/palisade/internal/token"
+)
+
+func errRefreshRevoked() error {
+	return apperr.New(apperr.KindUnauthenticated, "refresh_token_revoked", "The refresh token is not valid.")
+}
+
+func errRefreshExpired() error {
+	return apperr.New(apperr.KindUnauthenticated, "refresh_token_expired", "The refresh token has expired.")
+}
+
+// Refresh exchanges a refresh token for a new access token and a new refresh
+// token. The presented token is rotated: presenting it again later is
+// treated as theft and revokes every session of the user.
+func (s *Service) Refresh(ctx context.Context, presented string, m Meta) (TokenPair, error) {
+	if !token.WellFormed(presented) {
+		return TokenPair{}, errRefreshRevoked()
+	}
+	hash := token.Hash(presented)
+	next := token.Successor(s.successor, presented)
+	now := s.clock()
+	var pair TokenPair
+	var rot store.Rotation
+	err := s.st.InTx(ctx, func(q store.Queries) error {
+		child := store.RefreshToken{Hash: token.Hash(next), IssuedAt: now, ExpiresAt: now.Add(s.cfg.RefreshTokenTTL)}
+		var err error
+		if rot, err = q.RotateRefreshToken(ctx, hash, child, now, m.IP, truncate(m.UserAgent, 512)); err != nil {
+			return err
+		}
+		if pair, err = s.pairFor(ctx, q, rot.Token, next, now); err != nil {
+			return err
+		}
+		return q.AppendAudit(ctx, s.event(EventRefreshTokenUsed, now, m, rot.Token.UserID, rot.Token.SessionID, nil))
+	})
+	switch {
+	case err == nil:
+		return pair, nil
+	case errors.Is(err, store.ErrNotFound):
+		return TokenPair{}, errRefreshRevoked()
+	case errors.Is(err, store.ErrPrecondition):
+		return s.refused(ctx, rot, presented, next, now, m)
+	default:
+		return TokenPair{}, asAppErr(err)
+	}
+}
+
+// pairFor mints the access token for the session t belongs to and pairs it
+// with the refresh token refresh. A disabled account gets nothing.
+func (s *Service) pairFor(ctx context.Context, q store.Queries, t store.RefreshToken, refresh string, now time.Time) (TokenPair, error) {
+	u, err := q.UserByID(ctx, t.UserID)
+	if err != nil {
+		return TokenPair{}, err
+	}
+	if u.Status != store.StatusEnabled {
+		return TokenPair{}, errRefreshRevoked()
+	}
+	access, err := s.minter.Mint(ctx, claimsFor(u, t.SessionID))
+	if err != nil {
+		return TokenPair{}, err
+	}
+	return TokenPair{
+		AccessToken: access, RefreshToken: refresh, ExpiresIn: s.minter.TTL(),
+		RefreshExpiresIn: s.cfg.RefreshTokenTTL, SessionID: t.SessionID,
+	}, nil
+}
+
+// refused decides what a token that could not be rotated means. A rotated,
+// unexpired token is a theft signal, except for the one case the reuse
+// leeway forgives: the session's latest rotated token presented again
+// shortly after its rotation, as a client that lost the response would.
+func (s *Service) refused(ctx context.Context, rot store.Rotation, presented, next string, now time.Time, m Meta) (TokenPair, error) {
+	t := rot.Token
+	switch {
+	case t.RotatedAt != nil && now.Before(t.ExpiresAt):
+		if s.withinLeeway(rot, next, now) {
+			return s.replaySuccessor(ctx, rot, next, now, m)
+		}
+		err := s.st.InTx(ctx, func(q store.Queries) error {
+			revoked, err := q.RevokeUserSessions(ctx, t.UserID, "refresh_token_reused", now)
+			if err != nil {
+				return err
+			}
+			return q.AppendAudit(ctx, s.event(EventRefreshTokenReuse, now, m, t.UserID, t.SessionID,
+				map[string]any{"revoked_sessions": len(revoked)}))
+		})
+		if err != nil {
+			return TokenPair{}, apperr.Internal(err)
+		}
+		return TokenPair{}, errRefreshRevoked()
+	case t.RevokedAt != nil:
+		return TokenPair{}, errRefreshRevoked()
+	case !now.Before(t.ExpiresAt):
+		return TokenPair{}, errRefreshExpired()
+	default:
+		return TokenPair{}, errRefreshRevoked()
+	}
+}
+
+func (s *Service) withinLeeway(rot store.Rotation, next string, now time.Time) bool {
+	t, c := rot.Token, rot.Child
+	if s.cfg.RefreshReuseLeeway <= 0 || c == nil || t.RevokedAt != nil {
+		return false
+	}
+	if now.Sub(*t.RotatedAt) > s.cfg.RefreshReuseLeeway || c.RotatedAt != nil || c.RevokedAt != nil || !now.Before(c.ExpiresAt) {
+		return false
+	}
+	// The child must be the token derived from the presented one; anything
+	// else means the chain is not ours to replay.
+	return subtle.ConstantTimeCompare([]byte(c.Hash), []byte(token.Hash(next))) == 1
+}
+
+func (s *Service) replaySuccessor(ctx context.Context, rot store.Rotation, next string, now time.Time, m Meta) (TokenPair, error) {
+	var pair TokenPair
+	t := rot.Token
+	err := s.st.InTx(ctx, func(q store.Queries) error {
+		var err error
+		if pair, err = s.pairFor(ctx, q, *rot.Child, next, now); err != nil {
+			return err
+		}
+		if err := q.TouchSession(ctx, t.SessionID, now, m.IP, truncate(m.UserAgent, 512)); err != nil {
+			return err
+		}
+		return q.AppendAudit(ctx, s.event(EventRefreshTokenUsed, now, m, t.UserID, t.SessionID,
+			map[string]any{"reuse_within_leeway": true, "reason": "rotated token presented again within the reuse leeway; successor replayed"}))
+	})
+	if err != nil {
+		return TokenPair{}, asAppErr(err)
+	}
+	pair.RefreshExpiresIn = remaining(rot.Child.ExpiresAt, now)
+	return pair, nil
+}
+
+// Logout revokes the session the refresh token belongs to. Unknown and
+// already revoked tokens succeed too: logout is idempotent.
+func (s *Service) Logout(ctx context.Context, presented string, m Meta) error {
+	if !token.WellFormed(presented) {
+		return nil
+	}
+	t, err := s.st.RefreshTokenByHash(ctx, token.Hash(presented))
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return apperr.Internal(err)
+	}
+	now := s.clock()
+	err = s.st.InTx(ctx, func(q store.Queries) error {
+		changed, err := q.RevokeSession(ctx, t.SessionID, "logout", now)
+		if err != nil || !changed {
+			return err
+		}
+		return q.AppendAudit(ctx, s.event(EventUserLoggedOut, now, m, t.UserID, t.SessionID, nil))
+	})
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return apperr.Internal(err)
+	}
+	return nil
+}
+
+// LogoutAll revokes every session of the user. Access tokens already issued
+// stay valid until they expire: they are stateless by design.
+func (s *Service) LogoutAll(ctx context.Context, userID, sessionID string, m Meta) error {
+	now := s.clock()
+	err := s.st.InTx(ctx, func(q store.Queries) error {
+		revoked, err := q.RevokeUserSessions(ctx, userID, "logout_all", now)
+		if err != nil {
+			return err
+		}
+		return q.AppendAudit(ctx, s.event(EventUserLoggedOutAll, now, m, userID, sessionID, map[string]any{"revoked_sessions": len(revoked)}))
+	})
+	if err != nil {
+		return apperr.Internal(err)
+	}
+	return nil
+}
+
+// asAppErr keeps domain errors as they are and makes anything else internal.
+func asAppErr(err error) error {
+	var e *apperr.Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return apperr.Internal(err)
+}

@@ -1,0 +1,52 @@
+package auth
+
+import (
+	"context"
+	"errors"
+
+	"github.com/palisade-auth/palisade/internal/apperr"
+	"github.com/palisade-auth/palisade/internal/store"
+)
+
+// SessionView is a session as its owner sees it.
+type SessionView struct {
+	store.Session
+	Current bool // the session of the access token that asked
+}
+
+// Sessions lists the user's active sessions, newest first.
+func (s *Service) Sessions(ctx context.Context, userID, currentSessionID string) ([]SessionView, error) {
+	ss, err := s.st.ActiveSessions(ctx, userID, s.clock())
+	if err != nil {
+		return nil, apperr.Internal(err)
+	}
+	out := make([]SessionView, len(ss))
+	for i, x := range ss {
+		out[i] = SessionView{Session: x, Current: x.ID == currentSessionID}
+	}
+	return out, nil
+}
+
+// RevokeSession ends one of the user's own sessions. Another user's session
+// is reported as not found, so ids of others cannot be probed.
+func (s *Service) RevokeSession(ctx context.Context, userID, sessionID string, m Meta) error {
+	sess, err := s.st.SessionByID(ctx, sessionID)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && sess.UserID != userID) {
+		return apperr.New(apperr.KindNotFound, "not_found", "No such session.")
+	}
+	if err != nil {
+		return apperr.Internal(err)
+	}
+	now := s.clock()
+	err = s.st.InTx(ctx, func(q store.Queries) error {
+		changed, err := q.RevokeSession(ctx, sessionID, "revoked_by_user", now)
+		if err != nil || !changed {
+			return err
+		}
+		return q.AppendAudit(ctx, s.event(EventSessionRevoked, now, m, userID, sessionID, map[string]any{"reason": "revoked_by_user"}))
+	})
+	if err != nil {
+		return apperr.Internal(err)
+	}
+	return nil
+}

@@ -1,0 +1,84 @@
+// Package internal_test enforces the direction of imports (STYLE.md rule 1):
+// cmd -> transport -> domain -> store and crypto helpers, and pkg never
+// reaches into internal.
+package internal_test
+
+import (
+	"encoding/json"
+	"io"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+type goPackage struct {
+	ImportPath string
+	Imports    []string
+	Deps       []string
+}
+
+func listPackages(t *testing.T) []goPackage {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-json", "github.com/palisade-auth/palisade/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	var pkgs []goPackage
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for {
+		var p goPackage
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	if len(pkgs) < 10 {
+		t.Fatalf("go list found %d packages; the check would prove nothing", len(pkgs))
+	}
+	return pkgs
+}
+
+const mod = "github.com/palisade-auth/palisade/"
+
+func TestImportDirection(t *testing.T) {
+	drivers := []string{"github.com/jmoiron/sqlx", "github.com/lib/pq", "modernc.org/sqlite", "database/sql"}
+	// Packages allowed to talk SQL: the store implementation, the migration
+	// files and the test-database helper.
+	sqlAllowed := map[string]bool{
+		mod + "internal/store/sqlstore": true, mod + "migrations": true,
+		mod + "internal/testdb": true, mod + "internal/testdb/pgprobe": true,
+	}
+	transport := []string{mod + "internal/issuerapi", mod + "internal/proxy"}
+	for _, p := range listPackages(t) {
+		name := p.ImportPath
+		for _, imp := range p.Imports {
+			if !sqlAllowed[name] {
+				for _, d := range drivers {
+					if imp == d || strings.HasPrefix(imp, d+"/") {
+						t.Errorf("%s imports %s; only the store implementation may", name, imp)
+					}
+				}
+			}
+			for _, tr := range transport {
+				if name == tr && strings.HasPrefix(imp, mod+"internal/store") {
+					t.Errorf("transport %s imports %s; it must go through the domain", name, imp)
+				}
+			}
+			if name == mod+"internal/auth" && (imp == "net/http" || strings.HasPrefix(imp, "net/http/")) {
+				t.Errorf("domain %s imports %s", name, imp)
+			}
+			if strings.HasPrefix(imp, mod+"cmd/") {
+				t.Errorf("%s imports the command %s", name, imp)
+			}
+		}
+		if strings.HasPrefix(name, mod+"pkg/") {
+			for _, d := range p.Deps {
+				if strings.HasPrefix(d, mod+"internal/") {
+					t.Errorf("public %s depends on %s", name, d)
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,179 @@
+// Package issuerapi owns the issuer's HTTP transport: routing, request
+// decoding, the authentication step in front of protected routes, response
+// encoding and the one table that turns domain errors into problem+json.
+// Handlers decode, call the auth service, and encode; they hold no policy.
+package issuerapi
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/palisade-auth/palisade/internal/auth"
+	"github.com/palisade-auth/palisade/internal/clientip"
+	"github.com/palisade-auth/palisade/internal/httpserver"
+	"github.com/palisade-auth/palisade/internal/idempotency"
+	"github.com/palisade-auth/palisade/internal/problem"
+	"github.com/palisade-auth/palisade/pkg/verify"
+)
+
+// Config is the transport's settings.
+type Config struct {
+	IssuerURL    string        // the iss claim; base of the discovery document
+	JWKSMaxAge   time.Duration // Cache-Control max-age of the key set
+	MaxBodyBytes int64         // request body limit
+}
+
+// KeySet publishes the signing keys.
+type KeySet interface {
+	JWKS(ctx context.Context) ([]byte, error)
+}
+
+// Pinger reports whether the database answers.
+type Pinger interface {
+	Ping(ctx context.Context) error
+}
+
+// Deps are the API's collaborators.
+type Deps struct {
+	Auth        *auth.Service
+	Keys        KeySet
+	Verifier    *verify.Verifier
+	DB          Pinger
+	Idempotency *idempotency.Keys
+	ClientIP    *clientip.Resolver
+	Logger      *slog.Logger
+}
+
+// API is the issuer's HTTP surface.
+type API struct {
+	auth   *auth.Service
+	keys   KeySet
+	verify *verify.Verifier
+	db     Pinger
+	idem   *idempotency.Keys
+	ip     *clientip.Resolver
+	log    *slog.Logger
+	cfg    Config
+}
+
+// New returns the API.
+func New(d Deps, cfg Config) *API {
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 64 << 10
+	}
+	if cfg.JWKSMaxAge <= 0 {
+		cfg.JWKSMaxAge = 5 * time.Minute
+	}
+	return &API{auth: d.Auth, keys: d.Keys, verify: d.Verifier, db: d.DB, idem: d.Idempotency, ip: d.ClientIP, log: d.Logger, cfg: cfg}
+}
+
+// route is one endpoint: a ServeMux pattern, whether it needs an access
+// token, and its handler.
+type route struct {
+	pattern   string
+	protected bool
+	handler   http.HandlerFunc
+}
+
+func (a *API) routes() []route {
+	return []route{
+		{"POST /v1/register", false, a.register},
+		{"POST /v1/login", false, a.login},
+		{"POST /v1/refresh", false, a.refresh},
+		{"POST /v1/logout", false, a.logout},
+		{"POST /v1/logout/all", true, a.logoutAll},
+		{"GET /v1/me", true, a.me},
+		{"GET /v1/sessions", true, a.sessions},
+		{"DELETE /v1/sessions/{id}", true, a.revokeSession},
+		{"GET /health", false, a.health},
+		{"GET /.well-known/jwks.json", false, a.jwks},
+		{"GET /.well-known/openid-configuration", false, a.discovery},
+	}
+}
+
+// Patterns lists the routes, for documentation checks.
+func (a *API) Patterns() []string {
+	var out []string
+	for _, r := range a.routes() {
+		out = append(out, r.pattern)
+	}
+	return out
+}
+
+// Handler returns the routed handler, with the request id, recovery and
+// access log around it. metrics may be nil.
+func (a *API) Handler(metrics *httpserver.Metrics) http.Handler {
+	mux := http.NewServeMux()
+	authenticate := verify.Middleware(a.verify)
+	for _, rt := range a.routes() {
+		var h http.Handler = rt.handler
+		if rt.protected {
+			// Authentication runs once, before the handler; the handler
+			// reads the identity from the request context.
+			h = authenticate(h)
+		}
+		if metrics != nil {
+			h = metrics.Wrap(rt.pattern, h)
+		}
+		mux.Handle(rt.pattern, h)
+	}
+	var h http.Handler = problemMux{mux}
+	h = httpserver.Recover(a.log, h)
+	h = httpserver.AccessLog(a.log, h)
+	return httpserver.RequestID(h)
+}
+
+// problemMux answers unrouted requests (404, 405) with problem+json instead
+// of ServeMux's plain text, keeping the Allow header it computes.
+type problemMux struct{ mux *http.ServeMux }
+
+func (p problemMux) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if _, pattern := p.mux.Handler(r); pattern != "" {
+		p.mux.ServeHTTP(w, r)
+		return
+	}
+	rec := &headerRecorder{header: http.Header{}}
+	p.mux.ServeHTTP(rec, r)
+	switch rec.status {
+	case http.StatusNotFound:
+		problem.Write(w, problem.Problem{Status: http.StatusNotFound, Code: "not_found", Detail: "No such resource."})
+	case http.StatusMethodNotAllowed:
+		w.Header().Set("Allow", rec.header.Get("Allow"))
+		problem.Write(w, problem.Problem{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed", Detail: "The method is not allowed on this resource."})
+	default:
+		// A redirect to the cleaned path: pass it on as the mux wrote it.
+		for k, v := range rec.header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.status)
+	}
+}
+
+type headerRecorder struct {
+	header http.Header
+	status int
+}
+
+func (h *headerRecorder) Header() http.Header { return h.header }
+func (h *headerRecorder) Write(b []byte) (int, error) {
+	if h.status == 0 {
+		h.status = http.StatusOK
+	}
+	return len(b), nil
+}
+func (h *headerRecorder) WriteHeader(s int) {
+	if h.status == 0 {
+		h.status = s
+	}
+}
+
+// meta collects what the audit trail records of the caller.
+func (a *API) meta(r *http.Request) auth.Meta {
+	return auth.Meta{
+		IP:        a.ip.String(r),
+		UserAgent: r.UserAgent(),
+		RequestID: httpserver.RequestIDFromContext(r.Context()),
+	}
+}

@@ -1,0 +1,208 @@
+package issuerapi
+
+import (
+	"context"
+
+	"net/http"
+	"time"
+
+	"github.com/palisade-auth/palisade/internal/apperr"
+	"github.com/palisade-auth/palisade/internal/auth"
+	"github.com/palisade-auth/palisade/pkg/verify"
+)
+
+type registerRequest struct {
+	Email    string `json:"email"`
+	Password string `json:"password"`
+	Name     string `json:"name"`
+}
+
+func (a *API) register(w http.ResponseWriter, r *http.Request) {
+	a.idempotent(w, r, "register", func(body []byte) (int, any, error) {
+		var req registerRequest
+		if err := decodeJSON(body, &req); err != nil {
+			return 0, nil, err
+		}
+		u, err := a.auth.Register(r.Context(), auth.RegisterInput{Email: req.Email, Password: req.Password, Name: req.Name}, a.meta(r))
+		if err != nil {
+			return 0, nil, err
+		}
+		return http.StatusCreated, userView(u), nil
+	})
+}
+
+type loginRequest struct {
+	Email      string `json:"email"`
+	Password   string `json:"password"`
+	DeviceID   string `json:"device_id"`
+	DeviceName string `json:"device_name"`
+}
+
+func (a *API) login(w http.ResponseWriter, r *http.Request) {
+	var req loginRequest
+	if err := a.decode(w, r, &req); err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	if req.Email == "" || req.Password == "" {
+		e := errMalformed("email and password are required.")
+		for f, v := range map[string]string{"email": req.Email, "password": req.Password} {
+			if v == "" {
+				e.Fields = append(e.Fields, apperr.FieldError{Field: f, Code: "required", Message: "This field is required."})
+			}
+		}
+		a.writeError(w, r, e)
+		return
+	}
+	pair, err := a.auth.Login(r.Context(), auth.LoginInput{
+		Email: req.Email, Password: req.Password, DeviceID: req.DeviceID, DeviceName: req.DeviceName,
+	}, a.meta(r))
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	noStore(w)
+	a.writeJSON(w, r, http.StatusOK, tokenView(pair))
+}
+
+type refreshRequest struct {
+	RefreshToken string `json:"refresh_token"`
+}
+
+// refreshToken reads the refresh token from the body.
+func (a *API) refreshToken(w http.ResponseWriter, r *http.Request) (string, error) {
+	var req refreshRequest
+	if err := a.decode(w, r, &req); err != nil {
+		return "", err
+	}
+	if req.RefreshToken == "" {
+		e := errMalformed("refresh_token is required.")
+		e.Fields = []apperr.FieldError{{Field: "refresh_token", Code: "required", Message: "This field is required."}}
+		return "", e
+	}
+	return req.RefreshToken, nil
+}
+
+func (a *API) refresh(w http.ResponseWriter, r *http.Request) {
+	tok, err := a.refreshToken(w, r)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	pair, err := a.auth.Refresh(r.Context(), tok, a.meta(r))
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	noStore(w)
+	a.writeJSON(w, r, http.StatusOK, tokenView(pair))
+}
+
+func (a *API) logout(w http.ResponseWriter, r *http.Request) {
+	tok, err := a.refreshToken(w, r)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	if err := a.auth.Logout(r.Context(), tok, a.meta(r)); err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// identity is the caller established by the authentication step; protected
+// routes never run without it.
+func identity(r *http.Request) *verify.Identity {
+	id, _ := verify.FromContext(r.Context())
+	return id
+}
+
+func (a *API) logoutAll(w http.ResponseWriter, r *http.Request) {
+	id := identity(r)
+	if err := a.auth.LogoutAll(r.Context(), id.Subject, id.SessionID, a.meta(r)); err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (a *API) me(w http.ResponseWriter, r *http.Request) {
+	u, err := a.auth.Me(r.Context(), identity(r).Subject)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	a.writeJSON(w, r, http.StatusOK, userView(u))
+}
+
+func (a *API) sessions(w http.ResponseWriter, r *http.Request) {
+	id := identity(r)
+	ss, err := a.auth.Sessions(r.Context(), id.Subject, id.SessionID)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	out := struct {
+		Sessions []sessionJSON `json:"sessions"`
+	}{Sessions: make([]sessionJSON, len(ss))}
+	for i, s := range ss {
+		out.Sessions[i] = sessionView(s)
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	a.writeJSON(w, r, http.StatusOK, out)
+}
+
+func (a *API) revokeSession(w http.ResponseWriter, r *http.Request) {
+	if err := a.auth.RevokeSession(r.Context(), identity(r).Subject, r.PathValue("id"), a.meta(r)); err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (a *API) health(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), time.Second)
+	defer cancel()
+	w.Header().Set("Cache-Control", "no-store")
+	if err := a.db.Ping(ctx); err != nil {
+		a.log.WarnContext(r.Context(), "health: database does not answer", "err", err)
+		writeRaw(w, http.StatusServiceUnavailable, []byte(`{"status":"unavailable"}`+"\n"))
+		return
+	}
+	writeRaw(w, http.StatusOK, []byte(`{"status":"ok"}`+"\n"))
+}
+
+func (a *API) jwks(w http.ResponseWriter, r *http.Request) {
+	set, err := a.keys.JWKS(r.Context())
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	w.Header().Set("Cache-Control", cacheControl(a.cfg.JWKSMaxAge))
+	w.Header().Set("Content-Type", "application/jwk-set+json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(set)
+}
+
+func (a *API) discovery(w http.ResponseWriter, r *http.Request) {
+	base := a.cfg.IssuerURL
+	w.Header().Set("Cache-Control", cacheControl(a.cfg.JWKSMaxAge))
+	a.writeJSON(w, r, http.StatusOK, map[string]any{
+		"issuer":                                base,
+		"jwks_uri":                              base + "/.well-known/jwks.json",
+		"token_endpoint":                        base + "/v1/login",
+		"id_token_signing_alg_values_supported": []string{"RS256"},
+		"token_endpoint_auth_methods_supported": []string{"none"},
+		"subject_types_supported":               []string{"public"},
+		"response_types_supported":              []string{"token"},
+		"claims_supported":                      []string{"iss", "aud", "sub", "role", "iat", "nbf", "exp", "jti", "sid", "tenant_id", "organization_id"},
+		"userinfo_endpoint":                     base + "/v1/me",
+		"revocation_endpoint":                   base + "/v1/logout",
+	})
+}
+
+func cacheControl(maxAge time.Duration) string {
+	return "public, max-age=" + itoa(int64(maxAge/time.Second))
+}

@@ -1,0 +1,101 @@
+// Package issuerapp owns the assembly of the issuer: it turns a validated
+// configuration into a store, keys, services and servers, so that the cobra
+// commands stay wiring-free and tests can build the same program in-process.
+package issuerapp
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"time"
+
+	"github.com/palisade-auth/palisade/internal/auth"
+	"github.com/palisade-auth/palisade/internal/config"
+	"github.com/palisade-auth/palisade/internal/keys"
+	"github.com/palisade-auth/palisade/internal/password"
+	"github.com/palisade-auth/palisade/internal/store/sqlstore"
+	"github.com/palisade-auth/palisade/internal/token"
+)
+
+// App is an opened issuer: database, keys and the flows over them.
+type App struct {
+	Cfg    config.Issuer
+	Log    *slog.Logger
+	Store  *sqlstore.Store
+	Sealer *keys.Sealer
+	Keys   *keys.Manager
+	now    func() time.Time
+}
+
+// Open connects to the database (applying migrations when migrate is set)
+// and loads the key-encryption key.
+func Open(ctx context.Context, cfg config.Issuer, log *slog.Logger, migrate bool) (*App, error) {
+	st, err := sqlstore.Open(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return nil, err
+	}
+	if migrate {
+		if err := st.Migrate(ctx); err != nil {
+			st.Close()
+			return nil, err
+		}
+	}
+	kek, err := loadKEK(cfg, log)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	sealer, err := keys.NewSealer(kek, rand.Reader)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	now := time.Now
+	km := keys.NewManager(st, sealer, keys.Options{
+		AccessTokenTTL: cfg.AccessTokenTTL, ClockSkew: cfg.ClockSkew, ReloadInterval: cfg.KeyReloadInterval,
+	}, now, rand.Reader)
+	return &App{Cfg: cfg, Log: log, Store: st, Sealer: sealer, Keys: km, now: now}, nil
+}
+
+// loadKEK reads the key-encryption key. Only the embedded default may
+// generate a missing one: a production deployment that lost its secret must
+// fail loudly rather than seal new keys under a key nobody backed up.
+func loadKEK(cfg config.Issuer, log *slog.Logger) ([]byte, error) {
+	kek, err := keys.LoadKEKFile(cfg.KEKFile)
+	if err == nil || !errors.Is(err, fs.ErrNotExist) {
+		return kek, err
+	}
+	if !cfg.Embedded() {
+		return nil, fmt.Errorf("key-encryption key file %s does not exist (generate one with: head -c 32 /dev/urandom | base64 > %s)", cfg.KEKFile, cfg.KEKFile)
+	}
+	kek, err = keys.GenerateKEKFile(cfg.KEKFile, rand.Reader)
+	if errors.Is(err, fs.ErrExist) {
+		// Another process created it first; use theirs.
+		return keys.LoadKEKFile(cfg.KEKFile)
+	}
+	if err != nil {
+		return nil, err
+	}
+	log.Warn("generated a development key-encryption key; mount a real secret in production", "path", cfg.KEKFile)
+	return kek, nil
+}
+
+// Close releases the database.
+func (a *App) Close() error { return a.Store.Close() }
+
+// Auth builds the flow service with the given settings.
+func (a *App) Auth(hashConcurrency int, issuerURL, audience string, refreshTTL, leeway time.Duration) *auth.Service {
+	return auth.New(auth.Deps{
+		Store:           a.Store,
+		Hasher:          password.NewHasher(password.DefaultParams, hashConcurrency, rand.Reader),
+		Policy:          password.DefaultPolicy(),
+		Minter:          token.NewMinter(a.Keys, issuerURL, audience, a.Cfg.AccessTokenTTL, a.now, rand.Reader),
+		SuccessorSecret: a.Sealer.DeriveSecret("refresh-successor"),
+		Logger:          a.Log,
+		Now:             a.now,
+		Rand:            rand.Reader,
+	}, auth.Config{RefreshTokenTTL: refreshTTL, RefreshReuseLeeway: leeway})
+}
