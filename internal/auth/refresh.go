@@ -29,7 +29,7 @@ func (s *Service) Refresh(ctx context.Context, presented string, m Meta) (TokenP
 	hash := token.Hash(presented)
 	next := token.Successor(s.successor, presented)
 	now := s.clock()
-	var pair TokenPair
+	var u store.User
 	var rot store.Rotation
 	err := s.st.InTx(ctx, func(q store.Queries) error {
 		child := store.RefreshToken{Hash: token.Hash(next), IssuedAt: now, ExpiresAt: now.Add(s.cfg.RefreshTokenTTL)}
@@ -37,14 +37,14 @@ func (s *Service) Refresh(ctx context.Context, presented string, m Meta) (TokenP
 		if rot, err = q.RotateRefreshToken(ctx, hash, child, now, m.IP, truncate(m.UserAgent, 512)); err != nil {
 			return err
 		}
-		if pair, err = s.pairFor(ctx, q, rot.Token, next, now); err != nil {
+		if u, err = enabledUser(ctx, q, rot.Token.UserID); err != nil {
 			return err
 		}
 		return q.AppendAudit(ctx, s.event(EventRefreshTokenUsed, now, m, rot.Token.UserID, rot.Token.SessionID, nil))
 	})
 	switch {
 	case err == nil:
-		return pair, nil
+		return s.pair(ctx, u, rot.Token.SessionID, next, s.cfg.RefreshTokenTTL)
 	case errors.Is(err, store.ErrNotFound):
 		return TokenPair{}, errRefreshRevoked()
 	case errors.Is(err, store.ErrPrecondition):
@@ -54,23 +54,31 @@ func (s *Service) Refresh(ctx context.Context, presented string, m Meta) (TokenP
 	}
 }
 
-// pairFor mints the access token for the session t belongs to and pairs it
-// with the refresh token refresh. A disabled account gets nothing.
-func (s *Service) pairFor(ctx context.Context, q store.Queries, t store.RefreshToken, refresh string, now time.Time) (TokenPair, error) {
-	u, err := q.UserByID(ctx, t.UserID)
+// enabledUser loads the owner of a refresh token; a disabled account gets
+// nothing.
+func enabledUser(ctx context.Context, q store.Queries, userID string) (store.User, error) {
+	u, err := q.UserByID(ctx, userID)
 	if err != nil {
-		return TokenPair{}, err
+		return store.User{}, err
 	}
 	if u.Status != store.StatusEnabled {
-		return TokenPair{}, errRefreshRevoked()
+		return store.User{}, errRefreshRevoked()
 	}
-	access, err := s.minter.Mint(ctx, claimsFor(u, t.SessionID))
+	return u, nil
+}
+
+// pair mints the access token for the session and pairs it with the
+// refresh token. It runs after the transaction commits: the RSA signature
+// is the costliest step and must not hold a database lock. If it fails
+// the rotation stands and the client retries under the reuse leeway.
+func (s *Service) pair(ctx context.Context, u store.User, sessionID, refresh string, refreshTTL time.Duration) (TokenPair, error) {
+	access, err := s.minter.Mint(ctx, claimsFor(u, sessionID))
 	if err != nil {
-		return TokenPair{}, err
+		return TokenPair{}, apperr.Internal(err)
 	}
 	return TokenPair{
 		AccessToken: access, RefreshToken: refresh, ExpiresIn: s.minter.TTL(),
-		RefreshExpiresIn: s.cfg.RefreshTokenTTL, SessionID: t.SessionID,
+		RefreshExpiresIn: refreshTTL, SessionID: sessionID,
 	}, nil
 }
 
@@ -120,11 +128,11 @@ func (s *Service) withinLeeway(rot store.Rotation, next string, now time.Time) b
 }
 
 func (s *Service) replaySuccessor(ctx context.Context, rot store.Rotation, next string, now time.Time, m Meta) (TokenPair, error) {
-	var pair TokenPair
+	var u store.User
 	t := rot.Token
 	err := s.st.InTx(ctx, func(q store.Queries) error {
 		var err error
-		if pair, err = s.pairFor(ctx, q, *rot.Child, next, now); err != nil {
+		if u, err = enabledUser(ctx, q, t.UserID); err != nil {
 			return err
 		}
 		if err := q.TouchSession(ctx, t.SessionID, now, m.IP, truncate(m.UserAgent, 512)); err != nil {
@@ -136,8 +144,7 @@ func (s *Service) replaySuccessor(ctx context.Context, rot store.Rotation, next 
 	if err != nil {
 		return TokenPair{}, asAppErr(err)
 	}
-	pair.RefreshExpiresIn = remaining(rot.Child.ExpiresAt, now)
-	return pair, nil
+	return s.pair(ctx, u, t.SessionID, next, remaining(rot.Child.ExpiresAt, now))
 }
 
 // Logout revokes the session the refresh token belongs to. Unknown and

@@ -6,12 +6,14 @@ package token
 import (
 	"context"
 	"crypto/hmac"
+	"crypto/rsa"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	"github.com/lestrrat-go/jwx/v2/jwa"
@@ -102,6 +104,7 @@ type Minter struct {
 	ttl      time.Duration
 	now      func() time.Time
 	rand     io.Reader
+	raw      sync.Map // jwk.Key -> *rsa.PrivateKey, precomputed
 }
 
 // NewMinter returns a Minter for tokens of the given issuer and audience
@@ -133,13 +136,35 @@ func (m *Minter) Mint(ctx context.Context, c Claims) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("token: encode claims: %w", err)
 	}
+	raw, err := m.rawKey(key)
+	if err != nil {
+		return "", err
+	}
 	hdr := jws.NewHeaders()
 	if err := hdr.Set(jws.TypeKey, "JWT"); err != nil {
 		return "", err
 	}
-	signed, err := jws.Sign(payload, jws.WithKey(jwa.RS256, key, jws.WithProtectedHeaders(hdr)))
+	if err := hdr.Set(jws.KeyIDKey, key.KeyID()); err != nil {
+		return "", err
+	}
+	signed, err := jws.Sign(payload, jws.WithKey(jwa.RS256, raw, jws.WithProtectedHeaders(hdr)))
 	if err != nil {
 		return "", fmt.Errorf("token: sign: %w", err)
 	}
 	return string(signed), nil
+}
+
+// rawKey converts a signing key once: handing jws the jwk.Key would rebuild
+// the RSA key, and its CRT precomputation, on every signature.
+func (m *Minter) rawKey(key jwk.Key) (*rsa.PrivateKey, error) {
+	if v, ok := m.raw.Load(key); ok {
+		return v.(*rsa.PrivateKey), nil
+	}
+	var raw rsa.PrivateKey
+	if err := key.Raw(&raw); err != nil {
+		return nil, fmt.Errorf("token: signing key %s is not an RSA private key: %w", key.KeyID(), err)
+	}
+	raw.Precompute()
+	m.raw.Store(key, &raw)
+	return &raw, nil
 }
