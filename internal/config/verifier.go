@@ -1,0 +1,122 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+// Verifier modes.
+const (
+	ModeProxy       = "proxy"
+	ModeForwardAuth = "forward-auth"
+)
+
+// Verifier is the configuration of `verifier serve` (and, for the key and
+// claim settings, of `verifier check`).
+type Verifier struct {
+	Listen          string
+	AdminListen     string
+	Mode            string
+	Upstream        string
+	JWKSURL         string
+	JWKSFile        string
+	Issuer          string
+	Audience        string
+	PublicPaths     []string
+	ClockSkew       time.Duration
+	TrustedProxies  []string
+	HS256SecretFile string
+	CacheSize       int
+	LogLevel        string
+}
+
+// KeyFlags registers the flags that say which tokens are valid.
+func (c *Verifier) KeyFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&c.JWKSURL, "jwks-url", "", "URL of the issuer's JWK set (e.g. http://issuer:8080/.well-known/jwks.json)")
+	fs.StringVar(&c.JWKSFile, "jwks-file", "", "file holding a JWK set, reloaded when it changes (instead of --jwks-url)")
+	fs.StringVar(&c.Issuer, "issuer", "", "required iss claim")
+	fs.StringVar(&c.Audience, "audience", "", "required aud claim")
+	fs.DurationVar(&c.ClockSkew, "clock-skew", 30*time.Second, "clock skew allowed on exp, nbf and iat")
+	fs.StringVar(&c.HS256SecretFile, "hs256-secret-file", "", "file holding a shared secret; when set, HS256 tokens are accepted too")
+	fs.StringVar(&c.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
+}
+
+// ServeFlags registers the flags of `verifier serve`.
+func (c *Verifier) ServeFlags(fs *pflag.FlagSet) {
+	c.KeyFlags(fs)
+	fs.StringVar(&c.Listen, "listen", ":8081", "address of the proxy or forward-auth listener")
+	fs.StringVar(&c.AdminListen, "admin-listen", "127.0.0.1:9091", "address of the admin listener (/healthz, /readyz, /metrics)")
+	fs.StringVar(&c.Mode, "mode", ModeProxy, "proxy (forward valid requests to --upstream) or forward-auth (answer 200 or 401 for nginx, Traefik, Envoy)")
+	fs.StringVar(&c.Upstream, "upstream", "", "URL of the app behind the proxy (proxy mode)")
+	fs.StringSliceVar(&c.PublicPaths, "public-path", nil, "path served without a token: exact, or a prefix ending in /* (repeatable)")
+	fs.StringSliceVar(&c.TrustedProxies, "trusted-proxies", nil, "CIDRs whose forwarding headers are believed (X-Forwarded-For; in forward-auth mode also the original method and URI)")
+	fs.IntVar(&c.CacheSize, "cache-size", 10000, "verified tokens remembered until they expire (0 = off); skips repeated RSA work")
+}
+
+// ValidateKeys checks the key and claim settings.
+func (c *Verifier) ValidateKeys() error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	switch {
+	case c.JWKSURL == "" && c.JWKSFile == "":
+		add("one of --jwks-url and --jwks-file is required")
+	case c.JWKSURL != "" && c.JWKSFile != "":
+		add("--jwks-url and --jwks-file are exclusive")
+	case c.JWKSURL != "":
+		if u, err := url.Parse(c.JWKSURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			add("--jwks-url must be an absolute http(s) URL, got %q", c.JWKSURL)
+		}
+	}
+	if c.Issuer == "" {
+		add("--issuer is required")
+	}
+	if c.Audience == "" {
+		add("--audience is required")
+	}
+	if c.ClockSkew < 0 || c.ClockSkew > 5*time.Minute {
+		add("--clock-skew must be between 0 and 5m, got %s", c.ClockSkew)
+	}
+	if _, err := ParseLogLevel(c.LogLevel); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// ValidateServe checks everything `verifier serve` needs, reporting every
+// problem at once.
+func (c *Verifier) ValidateServe() error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if err := c.ValidateKeys(); err != nil {
+		errs = append(errs, err)
+	}
+	switch c.Mode {
+	case ModeProxy:
+		if u, err := url.Parse(c.Upstream); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			add("--upstream must be an absolute http(s) URL in proxy mode, got %q", c.Upstream)
+		}
+	case ModeForwardAuth:
+		if c.Upstream != "" {
+			add("--upstream is not used in forward-auth mode")
+		}
+	default:
+		add("--mode must be %s or %s, got %q", ModeProxy, ModeForwardAuth, c.Mode)
+	}
+	if c.Listen == "" {
+		add("--listen is required")
+	}
+	for _, p := range c.PublicPaths {
+		if !strings.HasPrefix(p, "/") || (strings.Contains(p, "*") && !strings.HasSuffix(p, "/*")) || strings.Count(p, "*") > 1 {
+			add("--public-path %q must start with / and may only end in /*", p)
+		}
+	}
+	if c.CacheSize < 0 {
+		add("--cache-size must not be negative")
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,63 @@
+package proxy
+
+import (
+	"errors"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/palisade-auth/palisade/internal/clientip"
+	"github.com/palisade-auth/palisade/pkg/verify"
+)
+
+// Config is what both modes share.
+type Config struct {
+	Public         *PublicPaths       // nil: every path needs a token
+	TrustedProxies *clientip.Resolver // whose forwarding headers are believed
+	Metrics        *Metrics           // may be nil
+	Logger         *slog.Logger
+}
+
+// gate is the decision both modes make: public, or a verified identity,
+// or a 401 already written.
+type gate struct {
+	v   *verify.Verifier
+	cfg Config
+}
+
+// decide returns (identity, true) for a valid token, (nil, true) for a
+// public path, and (nil, false) after writing the 401.
+func (g *gate) decide(w http.ResponseWriter, r *http.Request, escapedPath string) (*verify.Identity, bool) {
+	if g.cfg.Public != nil && g.cfg.Public.Match(escapedPath) {
+		g.cfg.Metrics.outcome(OutcomePublic, "")
+		return nil, true
+	}
+	tok, ok := verify.BearerToken(r)
+	if !ok {
+		g.reject(w, r, &verify.Error{Reason: verify.ReasonMissing})
+		return nil, false
+	}
+	start := time.Now()
+	id, err := g.v.Verify(r.Context(), tok)
+	g.cfg.Metrics.observe(time.Since(start))
+	if err != nil {
+		g.reject(w, r, err)
+		return nil, false
+	}
+	g.cfg.Metrics.outcome(OutcomeAllowed, "")
+	return id, true
+}
+
+func (g *gate) reject(w http.ResponseWriter, r *http.Request, err error) {
+	reason := verify.ReasonOf(err)
+	g.cfg.Metrics.outcome(OutcomeRejected, reason)
+	level := slog.LevelDebug
+	if errors.Is(err, verify.ErrUnknownKey) || reason == verify.ReasonUnknownKey {
+		// Unknown keys after a rotation gone wrong deserve attention.
+		level = slog.LevelInfo
+	}
+	// The reason and detail are safe to log: verify never puts the token
+	// into an error.
+	g.cfg.Logger.Log(r.Context(), level, "token rejected", slog.String("reason", string(reason)), slog.String("err", err.Error()))
+	verify.WriteUnauthorized(w)
+}

@@ -1,0 +1,126 @@
+// Package proxy owns the verifier's request handling: the reverse proxy that
+// lets only requests with a valid access token reach the app, and the
+// forward-auth endpoint that gives nginx, Traefik and Envoy the same
+// decision. Verification itself is pkg/verify's.
+package proxy
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/palisade-auth/palisade/pkg/verify"
+)
+
+// The identity headers the app receives (API.md section 6).
+const (
+	HeaderUserID         = "X-Auth-User-Id"
+	HeaderRole           = "X-Auth-Role"
+	HeaderTenantID       = "X-Auth-Tenant-Id"
+	HeaderOrganizationID = "X-Auth-Organization-Id"
+	HeaderSessionID      = "X-Auth-Session-Id"
+	HeaderTokenID        = "X-Auth-Token-Id"
+)
+
+// StripAuthHeaders deletes every header a client could use to pose as an
+// identity: any name that, lower-cased and with '_' read as '-', starts
+// with "x-auth-". CGI-style servers read X_Auth_User_Id and X-Auth-User-Id
+// as the same variable, so both spellings go.
+func StripAuthHeaders(h http.Header) {
+	for name := range h {
+		if isAuthHeader(name) {
+			delete(h, name)
+		}
+	}
+}
+
+func isAuthHeader(name string) bool {
+	const prefix = "x-auth-"
+	if len(name) < len(prefix) {
+		return false
+	}
+	for i := 0; i < len(prefix); i++ {
+		c := name[i]
+		if c == '_' {
+			c = '-'
+		}
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != prefix[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// SetIdentity writes the identity headers of id, only those present.
+func SetIdentity(h http.Header, id *verify.Identity) {
+	set := func(name, v string) {
+		if v != "" {
+			h[name] = []string{v}
+		}
+	}
+	set(HeaderUserID, id.Subject)
+	set(HeaderRole, id.Role)
+	set(HeaderTenantID, id.TenantID)
+	set(HeaderOrganizationID, id.OrganizationID)
+	set(HeaderSessionID, id.SessionID)
+	set(HeaderTokenID, id.TokenID)
+}
+
+// PublicPaths decides which paths need no token: exact paths, and prefixes
+// written with a trailing "/*".
+type PublicPaths struct {
+	exact    map[string]bool
+	prefixes []string
+}
+
+// NewPublicPaths parses the --public-path values.
+func NewPublicPaths(paths []string) *PublicPaths {
+	p := &PublicPaths{exact: map[string]bool{}}
+	for _, s := range paths {
+		if prefix, ok := strings.CutSuffix(s, "*"); ok {
+			p.prefixes = append(p.prefixes, prefix)
+			continue
+		}
+		p.exact[s] = true
+	}
+	return p
+}
+
+// Match reports whether the request URI is public. Only a path in its
+// plain, canonical form can be: "/public/../admin", "//admin" or an
+// escaped slash would let an app that normalizes paths differently serve a
+// private page without a token, so anything that is not canonical needs a
+// token.
+func (p *PublicPaths) Match(escapedPath string) bool {
+	if len(p.exact) == 0 && len(p.prefixes) == 0 {
+		return false
+	}
+	if !canonical(escapedPath) {
+		return false
+	}
+	if p.exact[escapedPath] {
+		return true
+	}
+	for _, prefix := range p.prefixes {
+		if strings.HasPrefix(escapedPath, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// canonical reports whether path starts with "/" and has no empty, "." or
+// ".." segment and no percent-escape or backslash.
+func canonical(path string) bool {
+	if !strings.HasPrefix(path, "/") || strings.ContainsAny(path, "%\\") {
+		return false
+	}
+	for _, seg := range strings.Split(path[1:], "/") {
+		if seg == "." || seg == ".." {
+			return false
+		}
+	}
+	return !strings.Contains(path, "//")
+}
