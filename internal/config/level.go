@@ -6,11 +6,17 @@ import (
 	"strings"
 )
 
-// ParseLogLevel reads debug, info, warn or error.
+// ParseLogLevel reads debug, info, warn or error, in any case.
 func ParseLogLevel(s string) (slog.Level, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(strings.ToUpper(strings.TrimSpace(s)))); err != nil {
-		return 0, fmt.Errorf("--log-level must be debug, info, warn or error, got %q", s)
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "debug":
+		return slog.LevelDebug, nil
+	case "info":
+		return slog.LevelInfo, nil
+	case "warn":
+		return slog.LevelWarn, nil
+	case "error":
+		return slog.LevelError, nil
 	}
-	return l, nil
+	return 0, fmt.Errorf("--log-level must be debug, info, warn or error, got %q", s)
 }

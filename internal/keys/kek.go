@@ -27,7 +27,9 @@ var ErrSealed = errors.New("keys: sealed value cannot be opened")
 // likely to mount: base64 (standard or URL alphabet, padded or not), hex, or
 // the raw 32 bytes. Surrounding white space is ignored.
 func ParseKEK(b []byte) ([]byte, error) {
-	if len(b) == KEKSize {
+	// Raw bytes only when they cannot be text: a 32-character passphrase
+	// or the hex of a 16-byte key must not pass for a 256-bit key.
+	if len(b) == KEKSize && !printable(b) {
 		return append([]byte(nil), b...), nil
 	}
 	s := strings.TrimSpace(string(b))
@@ -40,6 +42,15 @@ func ParseKEK(b []byte) ([]byte, error) {
 		return k, nil
 	}
 	return nil, fmt.Errorf("keys: key-encryption key must be %d bytes (base64, hex or raw)", KEKSize)
+}
+
+func printable(b []byte) bool {
+	for _, c := range b {
+		if c < 0x20 || c > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 // LoadKEKFile reads the key-encryption key from path.

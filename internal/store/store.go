@@ -188,8 +188,8 @@ type Queries interface {
 	// SigningKeys returns every key not yet expired at now, oldest first.
 	SigningKeys(ctx context.Context, now time.Time) ([]SigningKey, error)
 	// RetireSigningKeys sets retires_at = at and expires_at = expires on every
-	// key that has no retires_at yet and activates before at. It returns the
-	// kids it retired.
+	// key other than exceptKID that has no retires_at yet and activates at or
+	// before at. It returns the kids it retired.
 	RetireSigningKeys(ctx context.Context, at, expires time.Time, exceptKID string) ([]string, error)
 	// LockSigningKeys serializes key creation among instances until the end of
 	// the transaction. Only meaningful inside InTx.

@@ -30,11 +30,11 @@ func (q *queries) RetireSigningKeys(ctx context.Context, at, expires time.Time, 
 	err = q.atomic(ctx, func(q *queries) error {
 		kids = nil
 		if err := q.selectAll(ctx, &kids, `SELECT kid FROM signing_keys
-			WHERE retires_at IS NULL AND activates_at < ? AND kid <> ? ORDER BY kid`+q.forUpdate(), ts(at), exceptKID); err != nil {
+			WHERE retires_at IS NULL AND activates_at <= ? AND kid <> ? ORDER BY kid`+q.forUpdate(), ts(at), exceptKID); err != nil {
 			return err
 		}
 		_, err := q.exec(ctx, `UPDATE signing_keys SET retires_at = ?, expires_at = ?
-			WHERE retires_at IS NULL AND activates_at < ? AND kid <> ?`, ts(at), ts(expires), ts(at), exceptKID)
+			WHERE retires_at IS NULL AND activates_at <= ? AND kid <> ?`, ts(at), ts(expires), ts(at), exceptKID)
 		return err
 	})
 	return kids, err

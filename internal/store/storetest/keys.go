@@ -79,13 +79,13 @@ func testKeysRetire(except bool) func(t *testing.T, s store.Store) {
 		older := newKey(t, s, at(-48*time.Hour))
 		newest := newKey(t, s, at(-24*time.Hour))
 		done := newKey(t, s, at(-72*time.Hour), retired(at(-48*time.Hour), at(48*time.Hour)))
-		atWhen := newKey(t, s, when) // activates at `at`, not before it
+		atWhen := newKey(t, s, when) // activates exactly at `at`: retired too, or two keys would be active
 		future := newKey(t, s, at(time.Hour))
-		retire, keepKeys := []store.SigningKey{older, newest}, []store.SigningKey{done, atWhen, future}
+		retire, keepKeys := []store.SigningKey{older, newest, atWhen}, []store.SigningKey{done, future}
 		exceptKID := ""
 		if except {
 			exceptKID = newest.KID
-			retire, keepKeys = retire[:1], append(keepKeys, newest)
+			retire, keepKeys = []store.SigningKey{older, atWhen}, append(keepKeys, newest)
 		}
 
 		kids, err := s.RetireSigningKeys(t.Context(), when, expires, exceptKID)
