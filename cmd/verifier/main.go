@@ -1,6 +1,6 @@
-// Command verifier is the token-checking sidecar and reverse proxy. Only
-// its skeleton exists so far: the proxy, forward-auth mode and `check` are
-// the work of issue 3.
+// Command verifier is the token-checking sidecar: a reverse proxy (or a
+// forward-auth endpoint) that lets only requests with a valid access token
+// through, with the caller's identity in X-Auth-* headers.
 package main
 
 import (
@@ -9,12 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-
-	"github.com/spf13/cobra"
 )
-
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -24,23 +19,4 @@ func main() {
 		stop()
 		os.Exit(1)
 	}
-}
-
-func newRootCmd() *cobra.Command {
-	root := &cobra.Command{
-		Use:           "verifier",
-		Short:         "Palisade verifier: checks access tokens in front of apps (not yet implemented)",
-		SilenceUsage:  true,
-		SilenceErrors: true,
-	}
-	root.AddCommand(&cobra.Command{
-		Use:   "version",
-		Short: "Print the version",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cmd.Println("verifier", version)
-			return nil
-		},
-	})
-	return root
 }

@@ -35,7 +35,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binDir = dir
-	for _, name := range []string{"issuer"} {
+	for _, name := range []string{"issuer", "verifier"} {
 		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, name), "../../cmd/"+name)
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		if err := cmd.Run(); err != nil {
@@ -133,9 +133,21 @@ func (b *logBuffer) String() string {
 
 // proc is a running binary.
 type proc struct {
-	cmd  *exec.Cmd
-	logs *logBuffer
-	addr map[string]string // server name -> host:port
+	cmd    *exec.Cmd
+	logs   *logBuffer
+	addr   map[string]string // server name -> host:port
+	exited chan struct{}
+}
+
+// stop sends SIGTERM and waits for the process to exit.
+func (p *proc) stop(t *testing.T) {
+	t.Helper()
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("process did not exit after SIGTERM")
+	}
 }
 
 // start runs a binary with args and waits until each named server logs
@@ -152,6 +164,7 @@ func start(t *testing.T, bin string, servers []string, env []string, args ...str
 		t.Fatalf("start %s: %v", bin, err)
 	}
 	exited := make(chan struct{})
+	p.exited = exited
 	go func() { _ = cmd.Wait(); pw.Close(); close(exited) }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)

@@ -7,7 +7,8 @@ import (
 )
 
 // TestDependencies enforces the rule of DESIGN.md: pkg/verify imports only
-// the standard library and jwx, never the module's internal packages.
+// the standard library, jwx and singleflight, never the module's internal
+// packages.
 func TestDependencies(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the go command")
@@ -28,9 +29,10 @@ func TestDependencies(t *testing.T) {
 			switch {
 			case !strings.Contains(first, "."): // standard library
 			case strings.HasPrefix(imp, "github.com/lestrrat-go/jwx/v2"):
+			case imp == "golang.org/x/sync/singleflight":
 			case imp == self:
 			default:
-				t.Errorf("%s imports %s; want only the standard library, jwx and %s", f[0], imp, self)
+				t.Errorf("%s imports %s; want only the standard library, jwx, singleflight and %s", f[0], imp, self)
 			}
 		}
 	}

@@ -12,5 +12,30 @@
 // A refused token yields an *Error whose Reason is safe to log and count.
 // Clients only ever see one answer, written by WriteUnauthorized.
 //
+// # Key sources
+//
+// A KeySource answers a kid with a key. NewStaticSource serves a fixed JWK
+// set. NewRemoteSource serves the issuer's published set: it refreshes it
+// in the background at 80% of the Cache-Control max-age (clamped), keeps
+// the last good set when a fetch fails, and answers an unknown kid with at
+// most one shared refetch per interval, remembering kids still unknown
+// for a while, so that forged kids cost neither fetches nor locks.
+// NewFileSource serves a set from a file and reloads it when its content
+// changes, including the symlink swap of a Kubernetes Secret or ConfigMap
+// mount. Remote and file sources start not Ready: until a set has loaded,
+// every token is refused (ReasonUnknownKey, wrapping ErrNotReady); a
+// verifier never fails open. Sources combines several, for example a
+// remote RS256 set and a static HS256 secret.
+//
+// # Token cache
+//
+// Config.CacheSize turns on a bounded cache of verified tokens, keyed by
+// the SHA-256 of the token (the token itself is never stored), that spares
+// a token seen again the RSA check. A cached answer is given only while
+// the uncached check would give the same one: before exp plus the clock
+// skew, and while the key source still holds the very key that verified
+// the token. A key that leaves the set, or is replaced under its kid,
+// takes its cached tokens with it. Tokens not yet valid are not cached.
+//
 // Package verifytest mints tokens and serves key sets for tests.
 package verify

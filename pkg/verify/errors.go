@@ -29,6 +29,12 @@ const (
 // a kid. Verify reports it with ReasonUnknownKey.
 var ErrUnknownKey = errors.New("verify: unknown key id")
 
+// ErrNotReady is what a RemoteSource or FileSource returns, wrapped, while
+// it has never loaded a key set. It is deliberately not ErrUnknownKey, so a
+// caller can tell a verifier that is starting up from a forged kid; Verify
+// still reports it with ReasonUnknownKey and never fails open.
+var ErrNotReady = errors.New("verify: key set not loaded yet")
+
 // Error is the error Verify returns for every refused token. Reason is safe
 // to log; Err carries the detail and is for the log only. Neither ever
 // contains the token.

@@ -36,6 +36,12 @@ type Config struct {
 	// MaxTokenBytes refuses longer tokens before any decoding. Zero
 	// means 8192.
 	MaxTokenBytes int
+	// CacheSize is how many verified tokens are remembered, keyed by
+	// their SHA-256, so that a token seen again skips the signature check.
+	// Zero turns the cache off. A remembered token is accepted only while
+	// the uncached check would accept it: before exp (plus ClockSkew), and
+	// while the key source still holds the very key that verified it.
+	CacheSize int
 }
 
 // Identity is what a verified access token says about its bearer.
@@ -66,6 +72,8 @@ type Verifier struct {
 	skew     time.Duration
 	now      func() time.Time
 	maxBytes int
+	cache    *tokenCache // nil when off
+	lookup   keyLookup   // src itself when it can answer without fetching
 }
 
 // New returns a Verifier that takes keys from src. It reports every problem
@@ -86,6 +94,9 @@ func New(src KeySource, cfg Config) (*Verifier, error) {
 	}
 	if cfg.MaxTokenBytes < 0 {
 		errs = append(errs, fmt.Errorf("verify: negative max token size %d", cfg.MaxTokenBytes))
+	}
+	if cfg.CacheSize < 0 {
+		errs = append(errs, fmt.Errorf("verify: negative cache size %d", cfg.CacheSize))
 	}
 	v := &Verifier{
 		src:      src,
@@ -119,6 +130,10 @@ func New(src KeySource, cfg Config) (*Verifier, error) {
 		v.maxBytes = defaultMaxTokenBytes
 	}
 	v.entries, _ = src.(entrySource)
+	v.lookup, _ = src.(keyLookup)
+	if cfg.CacheSize > 0 {
+		v.cache = newTokenCache(cfg.CacheSize)
+	}
 	return v, nil
 }
 
@@ -143,36 +158,55 @@ func (v *Verifier) verify(ctx context.Context, token string) (*Identity, *Error)
 	if len(token) > v.maxBytes {
 		return nil, fail(ReasonMalformed, "token of %d bytes exceeds the limit of %d", len(token), v.maxBytes)
 	}
+	if v.cache == nil {
+		id, _, _, e := v.check(ctx, token)
+		return id, e
+	}
+	sum := sha256.Sum256([]byte(token))
+	if id := v.cached(ctx, &sum); id != nil {
+		return id, nil
+	}
+	id, kid, key, e := v.check(ctx, token)
+	if e == nil {
+		v.remember(&sum, id, kid, key)
+	}
+	return id, e
+}
+
+// check verifies token fully and also returns the kid and key that
+// verified it.
+func (v *Verifier) check(ctx context.Context, token string) (*Identity, string, *keyEntry, *Error) {
 	c, e := splitCompact(token)
 	if e != nil {
-		return nil, e
+		return nil, "", nil, e
 	}
 	h, e := parseHeader(c.header)
 	if e != nil {
-		return nil, e
+		return nil, "", nil, e
 	}
 	alg, e := v.algorithm(h)
 	if e != nil {
-		return nil, e
+		return nil, "", nil, e
 	}
 	if h.hasTyp && !strings.EqualFold(string(h.typ), "JWT") && !strings.EqualFold(string(h.typ), "at+jwt") {
-		return nil, fail(ReasonHeader, "typ %s not accepted", quoteParam(string(h.typ)))
+		return nil, "", nil, fail(ReasonHeader, "typ %s not accepted", quoteParam(string(h.typ)))
 	}
 	if alg == algRS256 && len(h.kid) == 0 {
-		return nil, fail(ReasonHeader, "no kid")
+		return nil, "", nil, fail(ReasonHeader, "no kid")
 	}
 	kid := string(h.kid)
 	key, err := v.entry(ctx, kid)
 	if err != nil {
-		return nil, &Error{Reason: ReasonUnknownKey, Err: fmt.Errorf("kid %s: %w", quoteParam(kid), err)}
+		return nil, "", nil, &Error{Reason: ReasonUnknownKey, Err: fmt.Errorf("kid %s: %w", quoteParam(kid), err)}
 	}
 	if err := key.fitFor(alg); err != nil {
-		return nil, &Error{Reason: ReasonAlgorithm, Err: fmt.Errorf("kid %s: %w", quoteParam(kid), err)}
+		return nil, "", nil, &Error{Reason: ReasonAlgorithm, Err: fmt.Errorf("kid %s: %w", quoteParam(kid), err)}
 	}
 	if !checkSignature(alg, key, c.signingInput, c.signature) {
-		return nil, fail(ReasonSignature, "%s signature does not match kid %s", alg, quoteParam(kid))
+		return nil, "", nil, fail(ReasonSignature, "%s signature does not match kid %s", alg, quoteParam(kid))
 	}
-	return v.claims(c.payload)
+	id, e := v.claims(c.payload)
+	return id, kid, key, e
 }
 
 // algorithm returns the header's alg as one of the allowed constants.

@@ -1,0 +1,30 @@
+package main
+
+import (
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/palisade-auth/palisade/internal/config"
+	"github.com/palisade-auth/palisade/internal/httpserver"
+	"github.com/palisade-auth/palisade/internal/verifierapp"
+)
+
+func newServeCmd() *cobra.Command {
+	var cfg config.Verifier
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the proxy or forward-auth endpoint",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := cfg.ValidateServe(); err != nil {
+				return err
+			}
+			level, _ := config.ParseLogLevel(cfg.LogLevel)
+			return verifierapp.Serve(cmd.Context(), cfg, httpserver.NewLogger(os.Stdout, level))
+		},
+	}
+	cfg.ServeFlags(cmd.Flags())
+	bindEnv(cmd)
+	return cmd
+}
