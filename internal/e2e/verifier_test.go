@@ -186,6 +186,19 @@ func TestVerifierInFrontOfTheIssuer(t *testing.T) {
 		if n := a.hits.Load() - before; n != 0 {
 			t.Errorf("app reached %d times by bad tokens, want 0", n)
 		}
+		metrics := string(do(t, "GET", v.admin+"/metrics", nil).body)
+		for _, series := range []string{
+			`verifier_requests_total{outcome="rejected",reason="missing"}`,
+			`verifier_requests_total{outcome="rejected",reason="malformed"}`,
+			`verifier_requests_total{outcome="rejected",reason="signature"}`,
+			`verifier_requests_total{outcome="allowed",reason=""}`,
+			`verifier_verification_seconds_count`,
+			`verifier_keyset_age_seconds`,
+		} {
+			if !strings.Contains(metrics, series) {
+				t.Errorf("/metrics lacks %s", series)
+			}
+		}
 	})
 
 	t.Run("verifier check", func(t *testing.T) {
@@ -213,6 +226,16 @@ func TestVerifierInFrontOfTheIssuer(t *testing.T) {
 		wantProblem(t, "unknown key with the issuer down", r, http.StatusUnauthorized, "invalid_token")
 		if r := do(t, "GET", v.admin+"/readyz", nil); r.status != http.StatusOK {
 			t.Errorf("readyz with the issuer down = %d, want 200 (the last good key set stays)", r.status)
+		}
+	})
+
+	t.Run("no token in the verifier's logs", func(t *testing.T) {
+		logs := v.logs.String()
+		if !strings.Contains(logs, `"msg":"request"`) {
+			t.Fatal("no access log lines captured; the check would prove nothing")
+		}
+		if strings.Contains(logs, tok.Access) || strings.Contains(logs, strings.Split(tok.Access, ".")[2]) {
+			t.Error("an access token appears in the verifier's logs")
 		}
 	})
 }
