@@ -152,7 +152,7 @@ func (p *proc) stop(t *testing.T) {
 
 // start runs a binary with args and waits until each named server logs
 // that it is listening.
-func start(t *testing.T, bin string, servers []string, env []string, args ...string) *proc {
+func start(t testing.TB, bin string, servers []string, env []string, args ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(binDir, bin), args...)
 	cmd.Env = append(os.Environ(), env...)

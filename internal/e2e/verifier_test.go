@@ -66,7 +66,7 @@ type verifierProc struct {
 	base, admin string
 }
 
-func startVerifier(t *testing.T, args ...string) *verifierProc {
+func startVerifier(t testing.TB, args ...string) *verifierProc {
 	t.Helper()
 	args = append([]string{"serve", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
 		"--issuer", "http://issuer.test", "--audience", "api", "--log-level", "debug"}, args...)
