@@ -72,10 +72,12 @@ type RefreshToken struct {
 }
 
 // Rotation is what RotateRefreshToken reports: the presented token as it
-// stood before the call, and (when it had been rotated before) its child.
+// stood before the call, its owner after a rotation, and (when it had been
+// rotated before) its child.
 type Rotation struct {
 	Token RefreshToken
 	Child *RefreshToken // the token that replaced Token, when Token was rotated
+	User  User          // the owner, set when the rotation succeeded; PasswordHash is left empty
 }
 
 // AuditEvent is one entry of the audit trail. Data never holds a secret.
@@ -167,14 +169,16 @@ type Queries interface {
 	// RefreshTokenByHash returns the token or ErrNotFound.
 	RefreshTokenByHash(ctx context.Context, hash string) (RefreshToken, error)
 	// RotateRefreshToken atomically replaces the token identified by hash with
-	// next (same session and user): it locks the row, and only when the token
-	// is neither rotated nor revoked nor expired at now does it mark it rotated,
-	// insert next and extend the session (last_used_at = now, expires_at =
-	// next.ExpiresAt, ip/user agent when given). Of any number of concurrent
-	// rotations of one token exactly one succeeds. Otherwise nothing changes and
-	// it returns the Rotation as found with ErrPrecondition (ErrNotFound when
-	// the hash is unknown).
-	RotateRefreshToken(ctx context.Context, hash string, next RefreshToken, now time.Time, ip, userAgent string) (Rotation, error)
+	// next (same session and user): only when the token is neither rotated nor
+	// revoked nor expired at now, and its owner is enabled, does it mark it
+	// rotated, insert next, extend the session (last_used_at = now,
+	// expires_at = next.ExpiresAt, ip/user agent when given) and append event
+	// when it is not nil (its UserID and SessionID, when empty, taken from the
+	// token). All of that happens or none of it. Of any number of concurrent
+	// rotations of one token exactly one succeeds. Otherwise nothing changes
+	// and it returns the Rotation as found with ErrPrecondition (ErrNotFound
+	// when the hash is unknown).
+	RotateRefreshToken(ctx context.Context, hash string, next RefreshToken, now time.Time, ip, userAgent string, event *AuditEvent) (Rotation, error)
 	// TouchSession records a use of the session.
 	TouchSession(ctx context.Context, id string, now time.Time, ip, userAgent string) error
 

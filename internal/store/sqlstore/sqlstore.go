@@ -41,11 +41,11 @@ var _ store.Store = (*Store)(nil)
 // queries runs the contract's operations on a connection pool or on one
 // transaction; inTx says which.
 type queries struct {
-	ext     sqlx.ExtContext
 	dialect string
-	inTx    bool
-	db      *sqlx.DB // for opening transactions when not in one
-	sql     *sync.Map
+	tx      *sqlx.Tx // nil outside a transaction
+	db      *sqlx.DB
+	sql     *sync.Map // query as written -> query rebound for the dialect
+	stmts   *sync.Map // rebound query -> *sqlx.Stmt prepared on the pool
 }
 
 var _ store.Queries = (*queries)(nil)
@@ -87,7 +87,7 @@ func Open(ctx context.Context, url string) (*Store, error) {
 	if dialect == SQLite {
 		s.path = sqlitePath(url)
 	}
-	s.queries = queries{ext: db, dialect: dialect, db: db, sql: new(sync.Map)}
+	s.queries = queries{dialect: dialect, db: db, sql: new(sync.Map), stmts: new(sync.Map)}
 	return s, nil
 }
 
@@ -137,8 +137,14 @@ func (s *Store) Dialect() string { return s.dialect }
 // Ping checks that the database answers.
 func (s *Store) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }
 
-// Close releases the connections.
-func (s *Store) Close() error { return s.db.Close() }
+// Close releases the prepared statements and the connections.
+func (s *Store) Close() error {
+	s.stmts.Range(func(_, v any) bool {
+		v.(*sqlx.Stmt).Close()
+		return true
+	})
+	return s.db.Close()
+}
 
 // InTx runs fn in one transaction.
 func (s *Store) InTx(ctx context.Context, fn func(store.Queries) error) error {
@@ -149,7 +155,7 @@ func (s *Store) InTx(ctx context.Context, fn func(store.Queries) error) error {
 // that multi-statement operations are atomic on their own and compose
 // inside InTx.
 func (q *queries) atomic(ctx context.Context, fn func(*queries) error) (err error) {
-	if q.inTx {
+	if q.tx != nil {
 		return fn(q)
 	}
 	tx, err := q.db.BeginTxx(ctx, nil)
@@ -162,7 +168,7 @@ func (q *queries) atomic(ctx context.Context, fn func(*queries) error) (err erro
 			panic(p)
 		}
 	}()
-	if err := fn(&queries{ext: tx, dialect: q.dialect, inTx: true, db: q.db, sql: q.sql}); err != nil {
+	if err := fn(&queries{dialect: q.dialect, tx: tx, db: q.db, sql: q.sql, stmts: q.stmts}); err != nil {
 		tx.Rollback()
 		return err
 	}
@@ -195,16 +201,78 @@ func (q *queries) forUpdate() string {
 	return ""
 }
 
+// stmt returns query prepared: once per connection of the pool, then
+// reused, so the database parses and plans each query once instead of on
+// every call. Inside a transaction the statement is bound to it.
+func (q *queries) stmt(ctx context.Context, query string) (*sqlx.Stmt, error) {
+	bound := q.q(query)
+	var st *sqlx.Stmt
+	if v, ok := q.stmts.Load(bound); ok {
+		st = v.(*sqlx.Stmt)
+	} else {
+		prepared, err := q.db.PreparexContext(ctx, bound)
+		if err != nil {
+			return nil, mapErr(err)
+		}
+		v, loaded := q.stmts.LoadOrStore(bound, prepared)
+		if loaded {
+			prepared.Close()
+		}
+		st = v.(*sqlx.Stmt)
+	}
+	if q.tx != nil {
+		return q.tx.StmtxContext(ctx, st), nil
+	}
+	return st, nil
+}
+
+// ext is where a query runs: the transaction, or the pool.
+func (q *queries) ext() sqlx.ExtContext {
+	if q.tx != nil {
+		return q.tx
+	}
+	return q.db
+}
+
+// PostgreSQL gets prepared statements. SQLite does not: a cached statement
+// that has been stepped keeps its connection's read snapshot open, and a
+// later write on that connection then fails with SQLITE_BUSY instead of
+// waiting; parsing is cheap there anyway.
+
 func (q *queries) get(ctx context.Context, dest any, query string, args ...any) error {
-	return mapErr(sqlx.GetContext(ctx, q.ext, dest, q.q(query), args...))
+	if q.dialect != Postgres {
+		return mapErr(sqlx.GetContext(ctx, q.ext(), dest, q.q(query), args...))
+	}
+	st, err := q.stmt(ctx, query)
+	if err != nil {
+		return err
+	}
+	return mapErr(st.GetContext(ctx, dest, args...))
 }
 
 func (q *queries) selectAll(ctx context.Context, dest any, query string, args ...any) error {
-	return mapErr(sqlx.SelectContext(ctx, q.ext, dest, q.q(query), args...))
+	if q.dialect != Postgres {
+		return mapErr(sqlx.SelectContext(ctx, q.ext(), dest, q.q(query), args...))
+	}
+	st, err := q.stmt(ctx, query)
+	if err != nil {
+		return err
+	}
+	return mapErr(st.SelectContext(ctx, dest, args...))
 }
 
 func (q *queries) exec(ctx context.Context, query string, args ...any) (int64, error) {
-	res, err := q.ext.ExecContext(ctx, q.q(query), args...)
+	var res sql.Result
+	var err error
+	if q.dialect != Postgres {
+		res, err = q.ext().ExecContext(ctx, q.q(query), args...)
+	} else {
+		var st *sqlx.Stmt
+		if st, err = q.stmt(ctx, query); err != nil {
+			return 0, err
+		}
+		res, err = st.ExecContext(ctx, args...)
+	}
 	if err != nil {
 		return 0, mapErr(err)
 	}

@@ -22,82 +22,143 @@ func (q *queries) RefreshTokenByHash(ctx context.Context, hash string) (store.Re
 	return t, err
 }
 
+// ownerColumns are the user columns a rotation returns: everything but
+// the password hash, which a refresh has no use for.
+const ownerColumns = `u.id, u.email, u.email_normalized, u.name, u.role, u.status, u.email_verified_at,
+	u.tenant_id, u.organization_id, u.created_at, u.updated_at`
+
+// claimed is a rotated token joined with its owner.
+type claimed struct {
+	store.RefreshToken
+	store.User
+}
+
 // RotateRefreshToken claims the token with one conditional UPDATE: the
 // row lock it takes (PostgreSQL) or the write lock the transaction holds
 // from BEGIN (SQLite) makes concurrent rotations queue, and every one after
-// the first finds rotated_at set and changes nothing. Only a refused
-// rotation reads the token again, to report why.
-func (q *queries) RotateRefreshToken(ctx context.Context, hash string, next store.RefreshToken, now time.Time, ip, userAgent string) (store.Rotation, error) {
+// the first finds rotated_at set and changes nothing. On PostgreSQL the
+// whole rotation, audit entry included, is one statement, so outside a
+// transaction it costs one round trip. Only a refused rotation reads the
+// token again, to report why.
+func (q *queries) RotateRefreshToken(ctx context.Context, hash string, next store.RefreshToken, now time.Time, ip, userAgent string, event *store.AuditEvent) (store.Rotation, error) {
 	var rot store.Rotation
-	err := q.atomic(ctx, func(q *queries) error {
-		claimed, err := q.claimToken(ctx, hash, next, now, ip, userAgent)
-		if err == nil {
-			claimed.RotatedAt = nil // as it stood before this call
-			rot.Token = claimed
-			return nil
-		}
-		if !errors.Is(err, store.ErrNotFound) {
+	var c claimed
+	var err error
+	if q.dialect == Postgres {
+		c, err = q.claimPostgres(ctx, hash, next, now, ip, userAgent, event)
+	} else {
+		err = q.atomic(ctx, func(q *queries) error {
+			c, err = q.claimSQLite(ctx, hash, next, now, ip, userAgent, event)
 			return err
-		}
-		if err := q.get(ctx, &rot.Token, `SELECT `+tokenColumns+` FROM refresh_tokens WHERE token_hash = ?`, hash); err != nil {
-			return err
-		}
-		if rot.Token.RotatedAt != nil {
-			var child store.RefreshToken
-			err := q.get(ctx, &child, `SELECT `+tokenColumns+` FROM refresh_tokens
-				WHERE parent_hash = ? ORDER BY issued_at LIMIT 1`, hash)
-			switch {
-			case err == nil:
-				rot.Child = &child
-			case !errors.Is(err, store.ErrNotFound):
-				return err
-			}
-		}
-		return store.ErrPrecondition
-	})
-	return rot, err
+		})
+	}
+	if err == nil {
+		rot.Token, rot.User = c.RefreshToken, c.User
+		rot.Token.RotatedAt = nil // as it stood before this call
+		return rot, nil
+	}
+	if !errors.Is(err, store.ErrNotFound) {
+		return rot, err
+	}
+	return q.refusedRotation(ctx, hash)
 }
 
-// claimToken marks the token rotated, inserts its child and extends the
-// session when the token is live, returning the token's row; ErrNotFound
-// when it is not (unknown, rotated, revoked or expired).
-func (q *queries) claimToken(ctx context.Context, hash string, next store.RefreshToken, now time.Time, ip, userAgent string) (store.RefreshToken, error) {
-	var t store.RefreshToken
-	if q.dialect == Postgres {
-		// One statement, one round trip: the claim, the child and the
-		// session update succeed or fail together.
-		err := q.get(ctx, &t, `WITH old AS (
-				UPDATE refresh_tokens SET rotated_at = ?
-				WHERE token_hash = ? AND rotated_at IS NULL AND revoked_at IS NULL AND expires_at > ?
-				RETURNING `+tokenColumns+`
-			), child AS (
-				INSERT INTO refresh_tokens (token_hash, session_id, user_id, parent_hash, issued_at, expires_at)
-				SELECT ?, session_id, user_id, token_hash, ?, ? FROM old
-			), sess AS (
-				UPDATE sessions SET last_used_at = ?, expires_at = ?,
-					ip = CASE WHEN ? <> '' THEN ? ELSE sessions.ip END,
-					user_agent = CASE WHEN ? <> '' THEN ? ELSE sessions.user_agent END
-				FROM old WHERE sessions.id = old.session_id
-			)
-			SELECT `+tokenColumns+` FROM old`,
-			ts(now), hash, ts(now),
-			next.Hash, ts(next.IssuedAt), ts(next.ExpiresAt),
-			ts(now), ts(next.ExpiresAt), ip, ip, userAgent, userAgent)
-		return t, err
+// refusedRotation reports a token that could not be rotated, as it stands.
+func (q *queries) refusedRotation(ctx context.Context, hash string) (store.Rotation, error) {
+	var rot store.Rotation
+	if err := q.get(ctx, &rot.Token, `SELECT `+tokenColumns+` FROM refresh_tokens WHERE token_hash = ?`, hash); err != nil {
+		return rot, err
 	}
-	if err := q.get(ctx, &t, `UPDATE refresh_tokens SET rotated_at = ?
+	if rot.Token.RotatedAt != nil {
+		var child store.RefreshToken
+		err := q.get(ctx, &child, `SELECT `+tokenColumns+` FROM refresh_tokens
+			WHERE parent_hash = ? ORDER BY issued_at LIMIT 1`, hash)
+		switch {
+		case err == nil:
+			rot.Child = &child
+		case !errors.Is(err, store.ErrNotFound):
+			return rot, err
+		}
+	}
+	return rot, store.ErrPrecondition
+}
+
+func (q *queries) claimPostgres(ctx context.Context, hash string, next store.RefreshToken, now time.Time, ip, userAgent string, event *store.AuditEvent) (claimed, error) {
+	var c claimed
+	var e store.AuditEvent
+	if event != nil {
+		e = *event
+	}
+	data := string(e.Data)
+	if data == "" {
+		data = "{}"
+	}
+	err := q.get(ctx, &c, `WITH old AS (
+			UPDATE refresh_tokens rt SET rotated_at = ?
+			FROM users u
+			WHERE rt.token_hash = ? AND rt.rotated_at IS NULL AND rt.revoked_at IS NULL AND rt.expires_at > ?
+				AND u.id = rt.user_id AND u.status = ?
+			RETURNING rt.token_hash, rt.session_id, rt.user_id, rt.parent_hash, rt.issued_at, rt.expires_at,
+				rt.rotated_at, rt.revoked_at, `+ownerColumns+`
+		), child AS (
+			INSERT INTO refresh_tokens (token_hash, session_id, user_id, parent_hash, issued_at, expires_at)
+			SELECT ?, session_id, user_id, token_hash, ?, ? FROM old
+		), sess AS (
+			UPDATE sessions SET last_used_at = ?, expires_at = ?,
+				ip = CASE WHEN ? <> '' THEN ? ELSE sessions.ip END,
+				user_agent = CASE WHEN ? <> '' THEN ? ELSE sessions.user_agent END
+			FROM old WHERE sessions.id = old.session_id
+		), audit AS (
+			INSERT INTO audit_events (`+auditColumns+`)
+			SELECT ?, ?, ?,
+				CASE WHEN ? <> '' THEN ? ELSE old.user_id END,
+				CASE WHEN ? <> '' THEN ? ELSE old.session_id END,
+				?, ?, ?, ?, CAST(? AS jsonb)
+			FROM old WHERE ?
+		)
+		SELECT * FROM old`,
+		ts(now), hash, ts(now), store.StatusEnabled,
+		next.Hash, ts(next.IssuedAt), ts(next.ExpiresAt),
+		ts(now), ts(next.ExpiresAt), ip, ip, userAgent, userAgent,
+		e.ID, e.Type, ts(e.OccurredAt), e.UserID, e.UserID, e.SessionID, e.SessionID,
+		e.ActorID, e.IP, e.UserAgent, e.RequestID, data, event != nil)
+	return c, err
+}
+
+func (q *queries) claimSQLite(ctx context.Context, hash string, next store.RefreshToken, now time.Time, ip, userAgent string, event *store.AuditEvent) (claimed, error) {
+	var c claimed
+	if err := q.get(ctx, &c.RefreshToken, `UPDATE refresh_tokens SET rotated_at = ?
 		WHERE token_hash = ? AND rotated_at IS NULL AND revoked_at IS NULL AND expires_at > ?
-		RETURNING `+tokenColumns, ts(now), hash, ts(now)); err != nil {
-		return t, err
+			AND user_id IN (SELECT id FROM users WHERE status = ?)
+		RETURNING `+tokenColumns, ts(now), hash, ts(now), store.StatusEnabled); err != nil {
+		return c, err
+	}
+	t := c.RefreshToken
+	if err := q.get(ctx, &c.User, `SELECT `+ownerColumns+` FROM users u WHERE u.id = ?`, t.UserID); err != nil {
+		return c, err
 	}
 	next.SessionID, next.UserID, next.ParentHash = t.SessionID, t.UserID, hash
 	next.RotatedAt, next.RevokedAt = nil, nil
 	if err := q.CreateRefreshToken(ctx, next); err != nil {
-		return t, err
+		return c, err
 	}
-	_, err := q.exec(ctx, `UPDATE sessions SET last_used_at = ?, expires_at = ?,
+	if _, err := q.exec(ctx, `UPDATE sessions SET last_used_at = ?, expires_at = ?,
 		ip = CASE WHEN ? <> '' THEN ? ELSE ip END,
 		user_agent = CASE WHEN ? <> '' THEN ? ELSE user_agent END
-		WHERE id = ?`, ts(now), ts(next.ExpiresAt), ip, ip, userAgent, userAgent, t.SessionID)
-	return t, err
+		WHERE id = ?`, ts(now), ts(next.ExpiresAt), ip, ip, userAgent, userAgent, t.SessionID); err != nil {
+		return c, err
+	}
+	if event != nil {
+		e := *event
+		if e.UserID == "" {
+			e.UserID = t.UserID
+		}
+		if e.SessionID == "" {
+			e.SessionID = t.SessionID
+		}
+		if err := q.AppendAudit(ctx, e); err != nil {
+			return c, err
+		}
+	}
+	return c, nil
 }

@@ -93,7 +93,7 @@ func testRevokeSession(t *testing.T, s store.Store) {
 	sess := newSession(t, s, u.ID)
 	first := newToken(t, s, sess)
 	next := childOf(t, first, at(-30*time.Minute))
-	if _, err := s.RotateRefreshToken(ctx, first.Hash, next, at(-30*time.Minute), "", ""); err != nil {
+	if _, err := s.RotateRefreshToken(ctx, first.Hash, next, at(-30*time.Minute), "", "", nil); err != nil {
 		t.Fatalf("RotateRefreshToken = %v, want nil", err)
 	}
 	neighbour := newSession(t, s, u.ID)

@@ -18,6 +18,8 @@ var tokenTests = []subtest{
 	{"RotateExpired", testRotateExpired},
 	{"RotateUnknown", testRotateUnknown},
 	{"RotateConcurrent", testRotateConcurrent},
+	{"RotateReturnsOwnerAndAudits", testRotateReturnsOwnerAndAudits},
+	{"RotateDisabledOwner", testRotateDisabledOwner},
 }
 
 func testTokenCreateAndGet(t *testing.T, s store.Store) {
@@ -53,7 +55,7 @@ func testRotate(t *testing.T, s store.Store) {
 	neighbour := newToken(t, s, newSession(t, s, sess.UserID))
 	child := childOf(t, tok, t0)
 
-	rot, err := s.RotateRefreshToken(t.Context(), tok.Hash, child, t0, "203.0.113.9", "agent/2.0")
+	rot, err := s.RotateRefreshToken(t.Context(), tok.Hash, child, t0, "203.0.113.9", "agent/2.0", nil)
 	if err != nil {
 		t.Fatalf("RotateRefreshToken(%s) = %v, want nil", tok.Hash, err)
 	}
@@ -74,7 +76,7 @@ func testRotate(t *testing.T, s store.Store) {
 
 	// The child rotates in turn: a chain, not a one-off.
 	grandchild := childOf(t, child, at(time.Minute))
-	_, err = s.RotateRefreshToken(t.Context(), child.Hash, grandchild, at(time.Minute), "", "")
+	_, err = s.RotateRefreshToken(t.Context(), child.Hash, grandchild, at(time.Minute), "", "", nil)
 	wantErr(t, "RotateRefreshToken(child)", err, nil)
 	checkSame(t, "RefreshTokenByHash(grandchild)", mustToken(t, s, grandchild.Hash), grandchild)
 }
@@ -82,7 +84,7 @@ func testRotate(t *testing.T, s store.Store) {
 func testRotateKeepsClientWhenEmpty(t *testing.T, s store.Store) {
 	sess, tok := rotation(t, s)
 	child := childOf(t, tok, t0)
-	_, err := s.RotateRefreshToken(t.Context(), tok.Hash, child, t0, "", "")
+	_, err := s.RotateRefreshToken(t.Context(), tok.Hash, child, t0, "", "", nil)
 	wantErr(t, "RotateRefreshToken", err, nil)
 
 	want := sess
@@ -94,14 +96,14 @@ func testRotateTwice(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	_, tok := rotation(t, s)
 	first := childOf(t, tok, t0)
-	if _, err := s.RotateRefreshToken(ctx, tok.Hash, first, t0, "", ""); err != nil {
+	if _, err := s.RotateRefreshToken(ctx, tok.Hash, first, t0, "", "", nil); err != nil {
 		t.Fatalf("RotateRefreshToken = %v, want nil", err)
 	}
 	sess := mustSession(t, s, tok.SessionID)
 	rotated := mustToken(t, s, tok.Hash)
 
 	second := childOf(t, tok, at(time.Minute))
-	rot, err := s.RotateRefreshToken(ctx, tok.Hash, second, at(time.Minute), "203.0.113.9", "agent/3.0")
+	rot, err := s.RotateRefreshToken(ctx, tok.Hash, second, at(time.Minute), "203.0.113.9", "agent/3.0", nil)
 	wantErr(t, "RotateRefreshToken(rotated token)", err, store.ErrPrecondition)
 	want := tok
 	want.RotatedAt = ptr(t0)
@@ -122,7 +124,7 @@ func testRotateRevoked(t *testing.T, s store.Store) {
 	sess, tok = mustSession(t, s, sess.ID), mustToken(t, s, tok.Hash)
 	child := childOf(t, tok, t0)
 
-	rot, err := s.RotateRefreshToken(t.Context(), tok.Hash, child, t0, "203.0.113.9", "agent/2.0")
+	rot, err := s.RotateRefreshToken(t.Context(), tok.Hash, child, t0, "203.0.113.9", "agent/2.0", nil)
 	wantErr(t, "RotateRefreshToken(revoked token)", err, store.ErrPrecondition)
 	checkSame(t, "RotateRefreshToken(revoked token).Token", rot.Token, tok)
 	if rot.Token.RevokedAt == nil {
@@ -145,7 +147,7 @@ func testRotateExpired(t *testing.T, s store.Store) {
 		t.Run(tc.name, func(t *testing.T) {
 			sess, tok := rotation(t, s, func(r *store.RefreshToken) { r.ExpiresAt = tc.expires })
 			child := childOf(t, tok, t0)
-			rot, err := s.RotateRefreshToken(t.Context(), tok.Hash, child, t0, "", "")
+			rot, err := s.RotateRefreshToken(t.Context(), tok.Hash, child, t0, "", "", nil)
 			wantErr(t, "RotateRefreshToken(expired token)", err, store.ErrPrecondition)
 			checkSame(t, "RotateRefreshToken(expired token).Token", rot.Token, tok)
 			checkUnchanged(t, s, sess, tok, child)
@@ -158,7 +160,7 @@ func testRotateUnknown(t *testing.T, s store.Store) {
 	hash := newHash(t)
 	child := childOf(t, tok, t0)
 	child.ParentHash = hash
-	_, err := s.RotateRefreshToken(t.Context(), hash, child, t0, "", "")
+	_, err := s.RotateRefreshToken(t.Context(), hash, child, t0, "", "", nil)
 	wantErr(t, "RotateRefreshToken(unknown)", err, store.ErrNotFound)
 	_, err = s.RefreshTokenByHash(t.Context(), child.Hash)
 	wantErr(t, "RefreshTokenByHash(child of unknown)", err, store.ErrNotFound)
@@ -182,7 +184,7 @@ func testRotateConcurrent(t *testing.T, s store.Store) {
 	for i := range n {
 		wg.Go(func() {
 			<-start
-			rots[i], errs[i] = s.RotateRefreshToken(ctx, tok.Hash, children[i], t0, "", "")
+			rots[i], errs[i] = s.RotateRefreshToken(ctx, tok.Hash, children[i], t0, "", "", nil)
 		})
 	}
 	close(start)
@@ -230,5 +232,54 @@ func testRotateConcurrent(t *testing.T, s store.Store) {
 	}
 	if got := mustToken(t, s, tok.Hash); got.RotatedAt == nil || !sameTime(*got.RotatedAt, t0) {
 		t.Errorf("RefreshTokenByHash(parent).RotatedAt = %s, want %v", show(got.RotatedAt), t0)
+	}
+}
+
+func testRotateReturnsOwnerAndAudits(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	u := newUser(t, s, func(u *store.User) { u.Role, u.TenantID = "admin", "tenant-1" })
+	sess := newSession(t, s, u.ID)
+	tok := newToken(t, s, sess)
+	ev := store.AuditEvent{ID: newID(t), Type: "refresh_token.used", OccurredAt: t0, IP: "203.0.113.9", RequestID: "req-1", Data: []byte(`{"k":"v"}`)}
+	rot, err := s.RotateRefreshToken(ctx, tok.Hash, childOf(t, tok, t0), t0, "", "", &ev)
+	if err != nil {
+		t.Fatalf("RotateRefreshToken with an event = %v, want nil", err)
+	}
+	if rot.User.ID != u.ID || rot.User.Role != "admin" || rot.User.TenantID != "tenant-1" || rot.User.Status != store.StatusEnabled {
+		t.Errorf("RotateRefreshToken().User = %+v, want the owner %s (admin, tenant-1, enabled)", rot.User, u.ID)
+	}
+	if rot.User.PasswordHash != "" {
+		t.Errorf("RotateRefreshToken().User.PasswordHash = %q, want it left empty", rot.User.PasswordHash)
+	}
+	got, err := s.ListAudit(ctx, store.AuditFilter{Type: "refresh_token.used"})
+	if err != nil || len(got) != 1 {
+		t.Fatalf("ListAudit(refresh_token.used) = %d events, %v; want 1", len(got), err)
+	}
+	want := ev
+	want.UserID, want.SessionID = u.ID, sess.ID // filled in from the token
+	checkSame(t, "audit event of the rotation", got[0], want)
+
+	// A refused rotation records nothing.
+	again := ev
+	again.ID = newID(t)
+	_, err = s.RotateRefreshToken(ctx, tok.Hash, childOf(t, tok, t0), t0, "", "", &again)
+	wantErr(t, "RotateRefreshToken(rotated token) with an event", err, store.ErrPrecondition)
+	if got, _ := s.ListAudit(ctx, store.AuditFilter{Type: "refresh_token.used"}); len(got) != 1 {
+		t.Errorf("ListAudit after a refused rotation = %d events, want still 1", len(got))
+	}
+}
+
+func testRotateDisabledOwner(t *testing.T, s store.Store) {
+	u := newUser(t, s, func(u *store.User) { u.Status = store.StatusDisabled })
+	sess := newSession(t, s, u.ID)
+	tok := newToken(t, s, sess)
+	child := childOf(t, tok, t0)
+	ev := store.AuditEvent{ID: newID(t), Type: "refresh_token.used", OccurredAt: t0}
+	rot, err := s.RotateRefreshToken(t.Context(), tok.Hash, child, t0, "", "", &ev)
+	wantErr(t, "RotateRefreshToken(token of a disabled user)", err, store.ErrPrecondition)
+	checkSame(t, "RotateRefreshToken(token of a disabled user).Token", rot.Token, tok)
+	checkUnchanged(t, s, sess, tok, child)
+	if got, _ := s.ListAudit(t.Context(), store.AuditFilter{Type: "refresh_token.used"}); len(got) != 0 {
+		t.Errorf("ListAudit after a refused rotation = %d events, want 0", len(got))
 	}
 }
