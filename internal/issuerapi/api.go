@@ -84,6 +84,7 @@ func (a *API) routes() []route {
 		{"POST /v1/refresh", false, a.refresh},
 		{"POST /v1/logout", false, a.logout},
 		{"POST /v1/logout/all", true, a.logoutAll},
+		{"POST /v1/password/change", true, a.changePassword},
 		{"GET /v1/me", true, a.me},
 		{"GET /v1/sessions", true, a.sessions},
 		{"DELETE /v1/sessions/{id}", true, a.revokeSession},

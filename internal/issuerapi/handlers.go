@@ -206,3 +206,24 @@ func (a *API) discovery(w http.ResponseWriter, r *http.Request) {
 func cacheControl(maxAge time.Duration) string {
 	return "public, max-age=" + itoa(int64(maxAge/time.Second))
 }
+
+type changePasswordRequest struct {
+	CurrentPassword string `json:"current_password"`
+	NewPassword     string `json:"new_password"`
+}
+
+func (a *API) changePassword(w http.ResponseWriter, r *http.Request) {
+	var req changePasswordRequest
+	if err := a.decode(w, r, &req); err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	id := identity(r)
+	if err := a.auth.ChangePassword(r.Context(), id.Subject, id.SessionID, auth.ChangePasswordInput{
+		Current: req.CurrentPassword, New: req.NewPassword,
+	}, a.meta(r)); err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}

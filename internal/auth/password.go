@@ -1,0 +1,84 @@
+package auth
+
+import (
+	"context"
+	"errors"
+
+	"github.com/palisade-auth/palisade/internal/apperr"
+	"github.com/palisade-auth/palisade/internal/password"
+	"github.com/palisade-auth/palisade/internal/store"
+)
+
+// EventPasswordChanged is recorded when a user changes their password.
+const EventPasswordChanged = "password.changed"
+
+// ChangePasswordInput is a password change by the account's owner.
+type ChangePasswordInput struct {
+	Current string
+	New     string
+}
+
+// ChangePassword replaces the password of userID (acting in sessionID)
+// after checking the
+// current one, and revokes every refresh token of the user: whoever held a
+// session under the old password must log in again. Access tokens already
+// issued stay valid until they expire.
+func (s *Service) ChangePassword(ctx context.Context, userID, sessionID string, in ChangePasswordInput, m Meta) error {
+	var fields []apperr.FieldError
+	for f, v := range []string{in.Current, in.New} {
+		if v == "" {
+			name := [...]string{"current_password", "new_password"}[f]
+			fields = append(fields, apperr.FieldError{Field: name, Code: "required", Message: "This field is required."})
+		}
+	}
+	if len(fields) > 0 {
+		e := apperr.New(apperr.KindMalformed, "malformed_request", "current_password and new_password are required.")
+		e.Fields = fields
+		return e
+	}
+	u, err := s.st.UserByID(ctx, userID)
+	if errors.Is(err, store.ErrNotFound) {
+		return apperr.New(apperr.KindUnauthenticated, "invalid_token", "The access token is missing or invalid.")
+	}
+	if err != nil {
+		return apperr.Internal(err)
+	}
+	if u.Status != store.StatusEnabled {
+		return apperr.New(apperr.KindForbidden, "account_disabled", "The account is disabled.")
+	}
+	ok, _, err := s.hasher.Verify(ctx, password.Normalize(in.Current), u.PasswordHash)
+	if err != nil && !errors.Is(err, password.ErrMalformedHash) {
+		return apperr.Internal(err)
+	}
+	if !ok {
+		return apperr.New(apperr.KindForbidden, "current_password_incorrect", "The current password is incorrect.")
+	}
+	pw := password.Normalize(in.New)
+	if fields := s.policy.Check(pw, u.Email); len(fields) > 0 {
+		for i := range fields {
+			fields[i].Field = "new_password"
+		}
+		e := apperr.New(apperr.KindUnprocessable, "validation_failed", "The new password does not meet the password policy.")
+		e.Fields = fields
+		return e
+	}
+	hash, err := s.hasher.Hash(ctx, pw)
+	if err != nil {
+		return apperr.Internal(err)
+	}
+	now := s.clock()
+	err = s.st.InTx(ctx, func(q store.Queries) error {
+		if err := q.SetPasswordHash(ctx, u.ID, hash, now); err != nil {
+			return err
+		}
+		revoked, err := q.RevokeUserSessions(ctx, u.ID, "password_changed", now)
+		if err != nil {
+			return err
+		}
+		return q.AppendAudit(ctx, s.event(EventPasswordChanged, now, m, u.ID, sessionID, map[string]any{"revoked_sessions": len(revoked)}))
+	})
+	if err != nil {
+		return apperr.Internal(err)
+	}
+	return nil
+}
