@@ -138,6 +138,8 @@ type IdempotencyRecord struct {
 // Queries is every operation of the store. It runs on its own (each call is
 // atomic) or inside Store.InTx, where all calls share one transaction.
 type Queries interface {
+	AccountQueries
+
 	// CreateUser inserts u. ErrAlreadyExists when EmailNormalized is taken.
 	CreateUser(ctx context.Context, u User) error
 	// UserByID returns the user or ErrNotFound.

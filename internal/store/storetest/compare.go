@@ -58,6 +58,9 @@ func norm(v any) any {
 	case store.IdempotencyRecord:
 		r.CreatedAt, r.Body = tm(r.CreatedAt), orNil(r.Body)
 		return r
+	case store.OneTimeToken:
+		r.CreatedAt, r.ExpiresAt, r.UsedAt = tm(r.CreatedAt), tm(r.ExpiresAt), tmp(r.UsedAt)
+		return r
 	}
 	panic(fmt.Sprintf("storetest: norm of %T", v))
 }

@@ -38,6 +38,7 @@ func RunTests(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Audit", auditTests},
 		{"SigningKeys", keyTests},
 		{"Idempotency", idempotencyTests},
+		{"Account", accountTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
