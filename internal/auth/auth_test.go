@@ -76,7 +76,7 @@ func newFixtureWith(t testing.TB, dbURL string, leeway time.Duration, params pas
 		Store: st, Hasher: password.NewHasher(params, 0, rand.Reader), Policy: password.DefaultPolicy(),
 		Minter:          token.NewMinter(km, "http://issuer.test", "api", 15*time.Minute, c.now, rand.Reader),
 		SuccessorSecret: sealer.DeriveSecret("refresh-successor"),
-		Logger:          slog.New(slog.DiscardHandler), Now: c.now, Rand: rand.Reader,
+		Logger:          slog.New(slog.DiscardHandler), Now: c.now, Rand: rand.Reader, Sealer: sealer,
 	}, auth.Config{RefreshTokenTTL: 24 * time.Hour, RefreshReuseLeeway: leeway})
 	return &fixture{svc: svc, st: st, clock: c}
 }

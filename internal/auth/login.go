@@ -64,6 +64,10 @@ func (s *Service) Login(ctx context.Context, in LoginInput, m Meta) (TokenPair, 
 		s.recordFailure(ctx, m, u.ID, "account_disabled", "")
 		return TokenPair{}, apperr.New(apperr.KindForbidden, "account_disabled", "The account is disabled.")
 	}
+	if s.cfg.RequireVerifiedEmail && u.EmailVerifiedAt == nil {
+		s.recordFailure(ctx, m, u.ID, "email_not_verified", "")
+		return TokenPair{}, apperr.New(apperr.KindForbidden, "email_not_verified", "The email address is not verified yet.")
+	}
 	var newHash string
 	if rehash {
 		// Upgrade legacy or outdated hashes while we hold the plain password;

@@ -54,13 +54,8 @@ func (s *Service) ChangePassword(ctx context.Context, userID, sessionID string, 
 		return apperr.New(apperr.KindForbidden, "current_password_incorrect", "The current password is incorrect.")
 	}
 	pw := password.Normalize(in.New)
-	if fields := s.policy.Check(pw, u.Email); len(fields) > 0 {
-		for i := range fields {
-			fields[i].Field = "new_password"
-		}
-		e := apperr.New(apperr.KindUnprocessable, "validation_failed", "The new password does not meet the password policy.")
-		e.Fields = fields
-		return e
+	if err := s.checkNewPassword(pw, u.Email); err != nil {
+		return err
 	}
 	hash, err := s.hasher.Hash(ctx, pw)
 	if err != nil {

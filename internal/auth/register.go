@@ -104,6 +104,9 @@ func (s *Service) Register(ctx context.Context, in RegisterInput, m Meta) (store
 		if err := q.CreateUser(ctx, u); err != nil {
 			return err
 		}
+		if err := s.queueLink(ctx, q, u, store.PurposeVerifyEmail, s.cfg.VerifyTokenTTL, now); err != nil {
+			return err
+		}
 		return q.AppendAudit(ctx, s.event(EventUserRegistered, now, m, u.ID, "", nil))
 	})
 	if errors.Is(err, store.ErrAlreadyExists) {
@@ -112,6 +115,7 @@ func (s *Service) Register(ctx context.Context, in RegisterInput, m Meta) (store
 	if err != nil {
 		return store.User{}, apperr.Internal(err)
 	}
+	s.mailQueued()
 	return u, nil
 }
 

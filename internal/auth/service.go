@@ -40,6 +40,15 @@ type Config struct {
 	// session, presented again within this time, with the same successor
 	// instead of treating it as theft.
 	RefreshReuseLeeway time.Duration
+	// ResetTokenTTL and VerifyTokenTTL are the lifetimes of the links in
+	// password-reset and verification mails (defaults 30 min and 48 h).
+	ResetTokenTTL  time.Duration
+	VerifyTokenTTL time.Duration
+	// ResendInterval is the least time between two verification mails to
+	// one user (default 1 min).
+	ResendInterval time.Duration
+	// RequireVerifiedEmail refuses login until the email is verified.
+	RequireVerifiedEmail bool
 }
 
 // Meta is what the transport knows about the caller, for the audit trail.
@@ -60,15 +69,24 @@ type TokenPair struct {
 
 // Service runs the flows.
 type Service struct {
-	st        store.Store
-	hasher    *password.Hasher
-	policy    password.Policy
-	minter    *token.Minter
-	successor []byte // secret from which rotated refresh tokens are derived
-	cfg       Config
-	log       *slog.Logger
-	now       func() time.Time
-	rand      io.Reader
+	st         store.Store
+	hasher     *password.Hasher
+	policy     password.Policy
+	minter     *token.Minter
+	successor  []byte // secret from which rotated refresh tokens are derived
+	cfg        Config
+	log        *slog.Logger
+	now        func() time.Time
+	rand       io.Reader
+	sealer     Sealer
+	mailQueued func()
+	bg         background
+}
+
+// Sealer seals the link token of a queued mail, bound to the mail's id, so
+// the outbox never holds a token a database reader could use.
+type Sealer interface {
+	Seal(plain []byte, context string) ([]byte, error)
 }
 
 // Deps are the Service's collaborators.
@@ -81,13 +99,29 @@ type Deps struct {
 	Logger          *slog.Logger
 	Now             func() time.Time
 	Rand            io.Reader
+	Sealer          Sealer
+	MailQueued      func() // wakes the mail worker; may be nil
 }
 
 // New returns a Service.
 func New(d Deps, cfg Config) *Service {
+	if cfg.ResetTokenTTL <= 0 {
+		cfg.ResetTokenTTL = 30 * time.Minute
+	}
+	if cfg.VerifyTokenTTL <= 0 {
+		cfg.VerifyTokenTTL = 48 * time.Hour
+	}
+	if cfg.ResendInterval <= 0 {
+		cfg.ResendInterval = time.Minute
+	}
+	mailQueued := d.MailQueued
+	if mailQueued == nil {
+		mailQueued = func() {}
+	}
 	return &Service{
 		st: d.Store, hasher: d.Hasher, policy: d.Policy, minter: d.Minter, successor: d.SuccessorSecret,
-		cfg: cfg, log: d.Logger, now: d.Now, rand: d.Rand,
+		cfg: cfg, log: d.Logger, now: d.Now, rand: d.Rand, sealer: d.Sealer, mailQueued: mailQueued,
+		bg: background{slots: make(chan struct{}, 16)},
 	}
 }
 

@@ -30,7 +30,21 @@ type Issuer struct {
 	MaxBodyBytes       int64
 	HashConcurrency    int
 	ClockSkew          time.Duration
+
+	MailMode             string
+	SMTPURL              string
+	MailFrom             string
+	PublicURL            string
+	ResetTokenTTL        time.Duration
+	VerifyTokenTTL       time.Duration
+	RequireVerifiedEmail bool
 }
+
+// Mail modes.
+const (
+	MailModeLog  = "log"
+	MailModeSMTP = "smtp"
+)
 
 // DefaultDatabaseURL is the embedded default: a SQLite file.
 const DefaultDatabaseURL = "sqlite:./data/issuer.db"
@@ -43,6 +57,8 @@ func (c *Issuer) StoreFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.AccessTokenTTL, "access-token-ttl", 15*time.Minute, "lifetime of access tokens")
 	fs.DurationVar(&c.ClockSkew, "clock-skew", 30*time.Second, "clock skew allowed to verifiers; retired keys stay published this much longer")
 	fs.DurationVar(&c.KeyReloadInterval, "key-reload-interval", 30*time.Second, "how often the signing keys are re-read from the database (other replicas' rotations are seen within it)")
+	fs.DurationVar(&c.ResetTokenTTL, "reset-token-ttl", 30*time.Minute, "lifetime of password-reset links")
+	fs.DurationVar(&c.VerifyTokenTTL, "verify-token-ttl", 48*time.Hour, "lifetime of email-verification links")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
 }
 
@@ -60,6 +76,11 @@ func (c *Issuer) ServeFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.JWKSMaxAge, "jwks-max-age", 5*time.Minute, "Cache-Control max-age of the JWK set")
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", 64<<10, "largest accepted request body")
 	fs.IntVar(&c.HashConcurrency, "hash-concurrency", 0, "password hashes computed at once (0 = number of CPUs); bounds memory under a login flood")
+	fs.StringVar(&c.MailMode, "mail-mode", MailModeLog, "log (mails, links included, go to the log: development only) or smtp")
+	fs.StringVar(&c.SMTPURL, "smtp-url", "", "smtp://[user:pass@]host:port (STARTTLS, required unless the host is loopback) or smtps://... (implicit TLS)")
+	fs.StringVar(&c.MailFrom, "mail-from", "Palisade <no-reply@localhost>", "From address of account mails")
+	fs.StringVar(&c.PublicURL, "public-url", "", "base URL of the links in mails (default: --issuer-url)")
+	fs.BoolVar(&c.RequireVerifiedEmail, "require-verified-email", false, "refuse login (403 email_not_verified) until the email address is verified")
 }
 
 // Embedded reports whether the database is the SQLite embedded default,
@@ -121,6 +142,23 @@ func (c *Issuer) ValidateServe() error {
 	}
 	if c.HashConcurrency < 0 {
 		add("--hash-concurrency must not be negative")
+	}
+	switch c.MailMode {
+	case MailModeLog:
+	case MailModeSMTP:
+		if u, err := url.Parse(c.SMTPURL); err != nil || (u.Scheme != "smtp" && u.Scheme != "smtps") || u.Hostname() == "" {
+			add("--smtp-url must be smtp://host:port or smtps://host:port with --mail-mode smtp")
+		}
+		if c.MailFrom == "" {
+			add("--mail-from is required with --mail-mode smtp")
+		}
+	default:
+		add("--mail-mode must be log or smtp, got %q", c.MailMode)
+	}
+	if c.PublicURL != "" {
+		if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			add("--public-url must be an absolute http(s) URL, got %q", c.PublicURL)
+		}
 	}
 	return errors.Join(errs...)
 }

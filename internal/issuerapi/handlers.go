@@ -227,3 +227,64 @@ func (a *API) changePassword(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
+
+// acceptedMessage is the one answer of forgot-password, whatever the email.
+var acceptedMessage = struct {
+	Message string `json:"message"`
+}{"If an account with this email exists, a password-reset link has been sent to it."}
+
+func (a *API) forgotPassword(w http.ResponseWriter, r *http.Request) {
+	a.idempotent(w, r, "password_forgot", func(body []byte) (int, any, error) {
+		var req struct {
+			Email string `json:"email"`
+		}
+		if err := decodeJSON(body, &req); err != nil {
+			return 0, nil, err
+		}
+		if err := a.auth.ForgotPassword(r.Context(), req.Email, a.meta(r)); err != nil {
+			return 0, nil, err
+		}
+		return http.StatusAccepted, acceptedMessage, nil
+	})
+}
+
+func (a *API) resetPassword(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Token       string `json:"token"`
+		NewPassword string `json:"new_password"`
+	}
+	if err := a.decode(w, r, &req); err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	if err := a.auth.ResetPassword(r.Context(), req.Token, req.NewPassword, a.meta(r)); err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (a *API) verifyEmail(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Token string `json:"token"`
+	}
+	if err := a.decode(w, r, &req); err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	if err := a.auth.VerifyEmail(r.Context(), req.Token, a.meta(r)); err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (a *API) resendVerification(w http.ResponseWriter, r *http.Request) {
+	if err := a.auth.ResendVerification(r.Context(), identity(r).Subject, a.meta(r)); err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	a.writeJSON(w, r, http.StatusAccepted, struct {
+		Message string `json:"message"`
+	}{"A verification mail is on its way unless the address is verified already."})
+}

@@ -27,7 +27,10 @@ type App struct {
 	Store  *sqlstore.Store
 	Sealer *keys.Sealer
 	Keys   *keys.Manager
-	now    func() time.Time
+	// MailQueued wakes the mail worker when a flow queued a mail; a no-op
+	// until Serve starts one.
+	MailQueued func()
+	now        func() time.Time
 }
 
 // Open connects to the database (applying migrations when migrate is set)
@@ -57,7 +60,7 @@ func Open(ctx context.Context, cfg config.Issuer, log *slog.Logger, migrate bool
 	km := keys.NewManager(st, sealer, keys.Options{
 		AccessTokenTTL: cfg.AccessTokenTTL, ClockSkew: cfg.ClockSkew, ReloadInterval: cfg.KeyReloadInterval,
 	}, now, rand.Reader)
-	return &App{Cfg: cfg, Log: log, Store: st, Sealer: sealer, Keys: km, now: now}, nil
+	return &App{Cfg: cfg, Log: log, Store: st, Sealer: sealer, Keys: km, MailQueued: func() {}, now: now}, nil
 }
 
 // loadKEK reads the key-encryption key. Only the embedded default may
@@ -97,5 +100,10 @@ func (a *App) Auth(hashConcurrency int, issuerURL, audience string, refreshTTL, 
 		Logger:          a.Log,
 		Now:             a.now,
 		Rand:            rand.Reader,
-	}, auth.Config{RefreshTokenTTL: refreshTTL, RefreshReuseLeeway: leeway})
+		Sealer:          a.Sealer,
+		MailQueued:      a.MailQueued,
+	}, auth.Config{
+		RefreshTokenTTL: refreshTTL, RefreshReuseLeeway: leeway,
+		ResetTokenTTL: a.Cfg.ResetTokenTTL, VerifyTokenTTL: a.Cfg.VerifyTokenTTL, RequireVerifiedEmail: a.Cfg.RequireVerifiedEmail,
+	})
 }
