@@ -36,19 +36,20 @@ func (c *clock) advance(d time.Duration) {
 }
 
 type fixture struct {
-	svc   *auth.Service
-	st    store.Store
-	clock *clock
+	svc    *auth.Service
+	st     store.Store
+	clock  *clock
+	sealer *keys.Sealer
 }
 
 var cheap = password.Params{Memory: 64, Time: 1, Threads: 1, SaltLen: 16, KeyLen: 32}
 
-func newFixture(t testing.TB, dbURL string, leeway time.Duration) *fixture {
+func newFixture(t testing.TB, dbURL string, leeway time.Duration, mods ...func(*auth.Config)) *fixture {
 	t.Helper()
-	return newFixtureWith(t, dbURL, leeway, cheap)
+	return newFixtureWith(t, dbURL, leeway, cheap, mods...)
 }
 
-func newFixtureWith(t testing.TB, dbURL string, leeway time.Duration, params password.Params) *fixture {
+func newFixtureWith(t testing.TB, dbURL string, leeway time.Duration, params password.Params, mods ...func(*auth.Config)) *fixture {
 	t.Helper()
 	ctx := context.Background()
 	st, err := sqlstore.Open(ctx, dbURL)
@@ -72,13 +73,17 @@ func newFixtureWith(t testing.TB, dbURL string, leeway time.Duration, params pas
 	if err := km.EnsureKey(ctx); err != nil {
 		t.Fatal(err)
 	}
+	cfg := auth.Config{RefreshTokenTTL: 24 * time.Hour, RefreshReuseLeeway: leeway}
+	for _, mod := range mods {
+		mod(&cfg)
+	}
 	svc := auth.New(auth.Deps{
 		Store: st, Hasher: password.NewHasher(params, 0, rand.Reader), Policy: password.DefaultPolicy(),
 		Minter:          token.NewMinter(km, "http://issuer.test", "api", 15*time.Minute, c.now, rand.Reader),
 		SuccessorSecret: sealer.DeriveSecret("refresh-successor"),
 		Logger:          slog.New(slog.DiscardHandler), Now: c.now, Rand: rand.Reader, Sealer: sealer,
-	}, auth.Config{RefreshTokenTTL: 24 * time.Hour, RefreshReuseLeeway: leeway})
-	return &fixture{svc: svc, st: st, clock: c}
+	}, cfg)
+	return &fixture{svc: svc, st: st, clock: c, sealer: sealer}
 }
 
 func forEachDB(t *testing.T, fn func(t *testing.T, dbURL string)) {
