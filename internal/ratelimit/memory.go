@@ -1,0 +1,69 @@
+package ratelimit
+
+import (
+	"context"
+	"hash/maphash"
+	"sync"
+)
+
+// Memory is an in-process Store, for the single-instance embedded default:
+// its counters are not shared with other processes. Keys are spread over
+// shards so concurrent checks of different keys rarely contend.
+type Memory struct {
+	seed   maphash.Seed
+	shards [32]memoryShard
+}
+
+type memoryShard struct {
+	mu  sync.Mutex
+	tat map[string]int64
+}
+
+var _ Store = (*Memory)(nil)
+
+// NewMemory returns an empty in-process store.
+func NewMemory() *Memory {
+	m := &Memory{seed: maphash.MakeSeed()}
+	for i := range m.shards {
+		m.shards[i].tat = map[string]int64{}
+	}
+	return m
+}
+
+func (m *Memory) shard(key string) *memoryShard {
+	return &m.shards[maphash.String(m.seed, key)%uint64(len(m.shards))]
+}
+
+// TakeRateLimit implements Store.
+func (m *Memory) TakeRateLimit(_ context.Context, key string, now, interval, period int64) (int64, bool, error) {
+	s := m.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	stored, ok := s.tat[key]
+	tat := now
+	if ok && stored > now {
+		tat = stored
+	}
+	if tat+interval-now > period {
+		return stored, false, nil
+	}
+	s.tat[key] = tat + interval
+	return tat + interval, true, nil
+}
+
+// SweepRateLimits implements Store.
+func (m *Memory) SweepRateLimits(_ context.Context, now int64) (int64, error) {
+	var n int64
+	for i := range m.shards {
+		s := &m.shards[i]
+		s.mu.Lock()
+		for k, tat := range s.tat {
+			if tat < now {
+				delete(s.tat, k)
+				n++
+			}
+		}
+		s.mu.Unlock()
+	}
+	return n, nil
+}

@@ -1,0 +1,264 @@
+// Package ratelimit owns the issuer's request limits: the GCRA algorithm
+// (generic cell rate algorithm), the named limits and their defaults, and
+// what happens when the counter store fails. It knows nothing of HTTP: the
+// transport asks Allow before any business work and renders the Decision.
+//
+// Why GCRA: its whole state per key is one timestamp (the theoretical
+// arrival time, TAT), so a check is a single atomic read-modify-write that a
+// database does in one statement; it is exact (no window-boundary bursts of
+// up to twice the limit as with fixed windows, no approximation as with a
+// sliding-window counter), spreads a quota evenly over its period while still
+// allowing a burst of the whole count, and yields Retry-After and the reset
+// time directly from the stored TAT.
+package ratelimit
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Limit names (API.md section 7).
+const (
+	Register       = "register"
+	Login          = "login"
+	LoginEmail     = "login_email"
+	Refresh        = "refresh"
+	PasswordForgot = "password_forgot"
+	PasswordReset  = "password_reset"
+	EmailVerify    = "email_verify"
+)
+
+// Limit allows Count requests per Period for one key, as a burst or spread
+// out.
+type Limit struct {
+	Count  int
+	Period time.Duration
+}
+
+func (l Limit) String() string { return fmt.Sprintf("%d/%s", l.Count, l.Period) }
+
+// interval is GCRA's emission interval: the cost of one request.
+func (l Limit) interval() time.Duration { return l.Period / time.Duration(l.Count) }
+
+// Policy is what a limit does when its counter store fails.
+type Policy int
+
+// The policies.
+const (
+	// FailOpen lets the request through: for limits whose endpoint is not a
+	// guessing target, where refusing service is the worse outcome.
+	FailOpen Policy = iota
+	// FailClosed refuses the request (the transport answers 503): for limits
+	// that stand between an attacker and a guessable secret.
+	FailClosed
+)
+
+func (p Policy) String() string {
+	if p == FailClosed {
+		return "closed"
+	}
+	return "open"
+}
+
+// Spec is a named limit with its failure policy.
+type Spec struct {
+	Limit
+	OnStoreError Policy
+}
+
+// Defaults are the documented defaults. Per client address unless the name
+// says otherwise. Limits guarding a secret someone could guess (passwords,
+// reset and verification tokens) fail closed; the others fail open.
+func Defaults() map[string]Spec {
+	return map[string]Spec{
+		Register:       {Limit{10, time.Hour}, FailOpen},
+		Login:          {Limit{30, time.Minute}, FailClosed},
+		LoginEmail:     {Limit{10, 15 * time.Minute}, FailClosed},
+		Refresh:        {Limit{60, time.Minute}, FailOpen},
+		PasswordForgot: {Limit{5, 15 * time.Minute}, FailOpen},
+		PasswordReset:  {Limit{10, 15 * time.Minute}, FailClosed},
+		EmailVerify:    {Limit{10, 15 * time.Minute}, FailClosed},
+	}
+}
+
+// Names lists the limit names in a stable order.
+func Names() []string {
+	names := make([]string, 0, len(Defaults()))
+	for n := range Defaults() {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// ParseOverride parses NAME=COUNT/PERIOD, e.g. "login=10/1m".
+func ParseOverride(s string) (string, Limit, error) {
+	name, rate, ok := strings.Cut(s, "=")
+	if !ok {
+		return "", Limit{}, fmt.Errorf("rate limit %q: want NAME=COUNT/PERIOD", s)
+	}
+	name = strings.TrimSpace(name)
+	if _, known := Defaults()[name]; !known {
+		return "", Limit{}, fmt.Errorf("rate limit %q: unknown name %q (known: %s)", s, name, strings.Join(Names(), ", "))
+	}
+	count, period, ok := strings.Cut(rate, "/")
+	if !ok {
+		return "", Limit{}, fmt.Errorf("rate limit %q: want NAME=COUNT/PERIOD", s)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(count))
+	if err != nil || n < 1 || n > 1_000_000 {
+		return "", Limit{}, fmt.Errorf("rate limit %q: count must be a whole number from 1 to 1000000", s)
+	}
+	d, err := time.ParseDuration(strings.TrimSpace(period))
+	if err != nil || d < time.Second || d > 7*24*time.Hour {
+		return "", Limit{}, fmt.Errorf("rate limit %q: period must be a duration from 1s to 168h", s)
+	}
+	return name, Limit{Count: n, Period: d}, nil
+}
+
+// Store keeps the GCRA state, one TAT per key, shared by whoever uses the
+// same store.
+type Store interface {
+	// TakeRateLimit atomically does one GCRA step for key at now (Unix
+	// microseconds): with tat = max(stored TAT, now), when tat + interval -
+	// now <= period it stores tat + interval and reports allowed; otherwise
+	// it changes nothing. It returns the TAT stored after the call.
+	TakeRateLimit(ctx context.Context, key string, now, interval, period int64) (tat int64, allowed bool, err error)
+	// SweepRateLimits forgets every key whose TAT is before now (Unix
+	// microseconds): such a key is as good as new.
+	SweepRateLimits(ctx context.Context, now int64) (int64, error)
+}
+
+// Decision is the outcome of one check.
+type Decision struct {
+	Allowed    bool
+	Limit      int           // the limit's count
+	Remaining  int           // requests that would still pass right now
+	ResetAt    time.Time     // when the whole quota is available again
+	RetryAfter time.Duration // when refused: how long until one request passes
+}
+
+// ErrStore reports that the counter store failed and the limit fails closed.
+var ErrStore = errors.New("ratelimit: counter store unavailable")
+
+// Observer is told about store failures, for metrics; may be nil.
+type Observer func(name string, policy Policy)
+
+// Limiter checks the named limits against one Store.
+type Limiter struct {
+	store   Store
+	specs   map[string]Spec
+	now     func() time.Time
+	log     *slog.Logger
+	onError Observer
+}
+
+// New returns a Limiter with the defaults, overridden by overrides
+// (NAME=COUNT/PERIOD each).
+func New(st Store, overrides []string, now func() time.Time, log *slog.Logger, onError Observer) (*Limiter, error) {
+	specs := Defaults()
+	var errs []error
+	for _, o := range overrides {
+		name, l, err := ParseOverride(o)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		s := specs[name]
+		s.Limit = l
+		specs[name] = s
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if onError == nil {
+		onError = func(string, Policy) {}
+	}
+	return &Limiter{store: st, specs: specs, now: now, log: log, onError: onError}, nil
+}
+
+// Spec returns the named limit as configured.
+func (l *Limiter) Spec(name string) (Spec, bool) {
+	s, ok := l.specs[name]
+	return s, ok
+}
+
+// Allow counts one request of the named limit for subject (a client address,
+// a normalized email). When the store fails it logs, tells the observer and
+// then either allows (fail open) or returns ErrStore (fail closed).
+func (l *Limiter) Allow(ctx context.Context, name, subject string) (Decision, error) {
+	spec, ok := l.specs[name]
+	if !ok {
+		return Decision{}, fmt.Errorf("ratelimit: unknown limit %q", name)
+	}
+	now := l.now()
+	nowUS := now.UnixMicro()
+	interval := spec.interval().Microseconds()
+	period := spec.Period.Microseconds()
+	tat, allowed, err := l.store.TakeRateLimit(ctx, key(name, subject), nowUS, interval, period)
+	if err != nil {
+		l.log.ErrorContext(ctx, "rate limit store failed", "limit", name, "fail", spec.OnStoreError.String(), "err", err)
+		l.onError(name, spec.OnStoreError)
+		if spec.OnStoreError == FailClosed {
+			return Decision{}, fmt.Errorf("%w: %w", ErrStore, err)
+		}
+		return Decision{Allowed: true, Limit: spec.Count, Remaining: spec.Count, ResetAt: now}, nil
+	}
+	return decide(spec.Limit, nowUS, interval, period, tat, allowed), nil
+}
+
+// decide turns the stored TAT into what the client is told.
+func decide(l Limit, now, interval, period, tat int64, allowed bool) Decision {
+	d := Decision{Allowed: allowed, Limit: l.Count, ResetAt: time.UnixMicro(max(tat, now))}
+	if allowed {
+		// Room left in the period beyond the TAT, in whole requests.
+		d.Remaining = int(min(int64(l.Count), max(0, (period-(tat-now))/interval)))
+		return d
+	}
+	// The next request fits once tat + interval - t <= period.
+	d.RetryAfter = time.Duration(tat+interval-period-now) * time.Microsecond
+	return d
+}
+
+// key names a subject's counter. Subjects are hashed so that the counter
+// table holds no email address or client address in clear.
+func key(name, subject string) string {
+	sum := sha256.Sum256([]byte(subject))
+	return name + ":" + hex.EncodeToString(sum[:16])
+}
+
+// Seconds rounds a duration up to whole seconds, at least 1: what
+// Retry-After says.
+func Seconds(d time.Duration) int64 {
+	s := int64(math.Ceil(d.Seconds()))
+	return max(s, 1)
+}
+
+// Sweep forgets expired counters every interval until ctx ends.
+func Sweep(ctx context.Context, st Store, every time.Duration, now func() time.Time, log *slog.Logger) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if n, err := st.SweepRateLimits(ctx, now().UnixMicro()); err != nil {
+				if ctx.Err() == nil {
+					log.WarnContext(ctx, "rate limit sweep failed", "err", err)
+				}
+			} else if n > 0 {
+				log.DebugContext(ctx, "rate limit counters swept", "count", n)
+			}
+		}
+	}
+}
