@@ -43,19 +43,21 @@ type Deps struct {
 	DB          Pinger
 	Idempotency *idempotency.Keys
 	ClientIP    *clientip.Resolver
+	Limiter     Limiter // nil: no rate limits
 	Logger      *slog.Logger
 }
 
 // API is the issuer's HTTP surface.
 type API struct {
-	auth   *auth.Service
-	keys   KeySet
-	verify *verify.Verifier
-	db     Pinger
-	idem   *idempotency.Keys
-	ip     *clientip.Resolver
-	log    *slog.Logger
-	cfg    Config
+	auth    *auth.Service
+	keys    KeySet
+	verify  *verify.Verifier
+	db      Pinger
+	idem    *idempotency.Keys
+	ip      *clientip.Resolver
+	limiter Limiter
+	log     *slog.Logger
+	cfg     Config
 }
 
 // New returns the API.
@@ -66,7 +68,7 @@ func New(d Deps, cfg Config) *API {
 	if cfg.JWKSMaxAge <= 0 {
 		cfg.JWKSMaxAge = 5 * time.Minute
 	}
-	return &API{auth: d.Auth, keys: d.Keys, verify: d.Verifier, db: d.DB, idem: d.Idempotency, ip: d.ClientIP, log: d.Logger, cfg: cfg}
+	return &API{auth: d.Auth, keys: d.Keys, verify: d.Verifier, db: d.DB, idem: d.Idempotency, ip: d.ClientIP, limiter: d.Limiter, log: d.Logger, cfg: cfg}
 }
 
 // route is one endpoint: a ServeMux pattern, whether it needs an access
@@ -119,6 +121,7 @@ func (a *API) Handler(metrics *httpserver.Metrics) http.Handler {
 			// reads the identity from the request context.
 			h = authenticate(h)
 		}
+		h = a.limit(rt.pattern, h)
 		if metrics != nil {
 			h = metrics.Wrap(rt.pattern, h)
 		}

@@ -24,6 +24,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Limit names (API.md section 7).
@@ -150,21 +152,20 @@ type Decision struct {
 // ErrStore reports that the counter store failed and the limit fails closed.
 var ErrStore = errors.New("ratelimit: counter store unavailable")
 
-// Observer is told about store failures, for metrics; may be nil.
-type Observer func(name string, policy Policy)
-
 // Limiter checks the named limits against one Store.
 type Limiter struct {
-	store   Store
-	specs   map[string]Spec
-	now     func() time.Time
-	log     *slog.Logger
-	onError Observer
+	store     Store
+	specs     map[string]Spec
+	now       func() time.Time
+	log       *slog.Logger
+	decisions *prometheus.CounterVec
+	failures  *prometheus.CounterVec
 }
 
 // New returns a Limiter with the defaults, overridden by overrides
-// (NAME=COUNT/PERIOD each).
-func New(st Store, overrides []string, now func() time.Time, log *slog.Logger, onError Observer) (*Limiter, error) {
+// (NAME=COUNT/PERIOD each). Its counters are registered with reg when it is
+// not nil.
+func New(st Store, overrides []string, now func() time.Time, log *slog.Logger, reg prometheus.Registerer) (*Limiter, error) {
 	specs := Defaults()
 	var errs []error
 	for _, o := range overrides {
@@ -180,10 +181,21 @@ func New(st Store, overrides []string, now func() time.Time, log *slog.Logger, o
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	if onError == nil {
-		onError = func(string, Policy) {}
+	l := &Limiter{
+		store: st, specs: specs, now: now, log: log,
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "issuer_rate_limit_decisions_total", Help: "Rate-limit checks by limit and outcome (allowed, limited).",
+		}, []string{"limit", "outcome"}),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "issuer_rate_limit_store_errors_total", Help: "Rate-limit checks whose counter store failed, by limit and what the limit did (open: allowed, closed: refused).",
+		}, []string{"limit", "fail"}),
 	}
-	return &Limiter{store: st, specs: specs, now: now, log: log, onError: onError}, nil
+	if reg != nil {
+		if err := errors.Join(reg.Register(l.decisions), reg.Register(l.failures)); err != nil {
+			return nil, err
+		}
+	}
+	return l, nil
 }
 
 // Spec returns the named limit as configured.
@@ -207,13 +219,19 @@ func (l *Limiter) Allow(ctx context.Context, name, subject string) (Decision, er
 	tat, allowed, err := l.store.TakeRateLimit(ctx, key(name, subject), nowUS, interval, period)
 	if err != nil {
 		l.log.ErrorContext(ctx, "rate limit store failed", "limit", name, "fail", spec.OnStoreError.String(), "err", err)
-		l.onError(name, spec.OnStoreError)
+		l.failures.WithLabelValues(name, spec.OnStoreError.String()).Inc()
 		if spec.OnStoreError == FailClosed {
 			return Decision{}, fmt.Errorf("%w: %w", ErrStore, err)
 		}
 		return Decision{Allowed: true, Limit: spec.Count, Remaining: spec.Count, ResetAt: now}, nil
 	}
-	return decide(spec.Limit, nowUS, interval, period, tat, allowed), nil
+	d := decide(spec.Limit, nowUS, interval, period, tat, allowed)
+	outcome := "allowed"
+	if !d.Allowed {
+		outcome = "limited"
+	}
+	l.decisions.WithLabelValues(name, outcome).Inc()
+	return d, nil
 }
 
 // decide turns the stored TAT into what the client is told.

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/palisade-auth/palisade/internal/ratelimit"
 	"github.com/palisade-auth/palisade/internal/ratelimit/ratelimittest"
 )
@@ -66,7 +68,8 @@ func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, ni
 func TestDecisions(t *testing.T) {
 	now := time.Unix(1_900_000_000, 0)
 	clock := func() time.Time { return now }
-	l, err := ratelimit.New(ratelimit.NewMemory(), []string{"login=3/1m"}, clock, discard(), nil)
+	reg := prometheus.NewRegistry()
+	l, err := ratelimit.New(ratelimit.NewMemory(), []string{"login=3/1m"}, clock, discard(), reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,6 +101,11 @@ func TestDecisions(t *testing.T) {
 	if _, err := l.Allow(ctx, "nope", "x"); err == nil {
 		t.Errorf("Allow(unknown limit): no error")
 	}
+	for outcome, want := range map[string]float64{"allowed": 5, "limited": 1} {
+		if got := counterValue(t, reg, "issuer_rate_limit_decisions_total", map[string]string{"limit": ratelimit.Login, "outcome": outcome}); got != want {
+			t.Errorf("issuer_rate_limit_decisions_total{limit=login,outcome=%s} = %v, want %v", outcome, got, want)
+		}
+	}
 }
 
 // brokenStore is a store whose database is gone.
@@ -111,8 +119,8 @@ func (brokenStore) SweepRateLimits(context.Context, int64) (int64, error) {
 }
 
 func TestStoreFailurePolicy(t *testing.T) {
-	var seen []string
-	l, err := ratelimit.New(brokenStore{}, nil, time.Now, discard(), func(name string, p ratelimit.Policy) { seen = append(seen, name+"/"+p.String()) })
+	reg := prometheus.NewRegistry()
+	l, err := ratelimit.New(brokenStore{}, nil, time.Now, discard(), reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,9 +137,36 @@ func TestStoreFailurePolicy(t *testing.T) {
 			}
 		}
 	}
-	if len(seen) != len(ratelimit.Defaults()) {
-		t.Errorf("observer saw %v, want one call per limit", seen)
+	for name, spec := range ratelimit.Defaults() {
+		fail := spec.OnStoreError.String()
+		if got := counterValue(t, reg, "issuer_rate_limit_store_errors_total", map[string]string{"limit": name, "fail": fail}); got != 1 {
+			t.Errorf("issuer_rate_limit_store_errors_total{limit=%q,fail=%q} = %v, want 1", name, fail, got)
+		}
 	}
+}
+
+// counterValue reads one counter from reg.
+func counterValue(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	metrics:
+		for _, m := range f.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if labels[lp.GetName()] != lp.GetValue() {
+					continue metrics
+				}
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	return 0
 }
 
 func TestSecondsRoundsUp(t *testing.T) {
