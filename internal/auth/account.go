@@ -151,7 +151,7 @@ func (s *Service) ResetPassword(ctx context.Context, tok, newPassword string, m 
 	}
 	pwHash, err := s.hasher.Hash(ctx, pw)
 	if err != nil {
-		return apperr.Internal(err)
+		return hashErr(err)
 	}
 	err = s.st.InTx(ctx, func(q store.Queries) error {
 		// Consuming is the atomic step: of two resets racing with one

@@ -41,7 +41,7 @@ func (s *Service) Login(ctx context.Context, in LoginInput, m Meta) (TokenPair, 
 		// Spend the same hashing work as for a real account, so the answer's
 		// timing does not tell whether the email is registered.
 		if err := s.hasher.VerifyDummy(ctx, pw); err != nil {
-			return TokenPair{}, apperr.Internal(err)
+			return TokenPair{}, hashErr(err)
 		}
 		s.recordFailure(ctx, m, "", "unknown_email", emailNorm)
 		return TokenPair{}, errInvalidCredentials()
@@ -51,7 +51,7 @@ func (s *Service) Login(ctx context.Context, in LoginInput, m Meta) (TokenPair, 
 	}
 	ok, rehash, err := s.hasher.Verify(ctx, pw, u.PasswordHash)
 	if err != nil && !errors.Is(err, password.ErrMalformedHash) {
-		return TokenPair{}, apperr.Internal(err)
+		return TokenPair{}, hashErr(err)
 	}
 	if err != nil || !ok {
 		if err != nil {

@@ -48,7 +48,7 @@ func (s *Service) ChangePassword(ctx context.Context, userID, sessionID string, 
 	}
 	ok, _, err := s.hasher.Verify(ctx, password.Normalize(in.Current), u.PasswordHash)
 	if err != nil && !errors.Is(err, password.ErrMalformedHash) {
-		return apperr.Internal(err)
+		return hashErr(err)
 	}
 	if !ok {
 		return apperr.New(apperr.KindForbidden, "current_password_incorrect", "The current password is incorrect.")
@@ -59,7 +59,7 @@ func (s *Service) ChangePassword(ctx context.Context, userID, sessionID string, 
 	}
 	hash, err := s.hasher.Hash(ctx, pw)
 	if err != nil {
-		return apperr.Internal(err)
+		return hashErr(err)
 	}
 	now := s.clock()
 	err = s.st.InTx(ctx, func(q store.Queries) error {
@@ -76,4 +76,15 @@ func (s *Service) ChangePassword(ctx context.Context, userID, sessionID string, 
 		return apperr.Internal(err)
 	}
 	return nil
+}
+
+// hashErr is what a failed password hash means for the caller: when the
+// hashing pool's queue is full the request is shed at once (503 with
+// Retry-After), instead of queueing without bound under a login flood;
+// anything else is our fault.
+func hashErr(err error) error {
+	if errors.Is(err, password.ErrBusy) {
+		return apperr.Wrap(apperr.KindUnavailable, "overloaded", "The service is busy; retry shortly.", err)
+	}
+	return apperr.Internal(err)
 }

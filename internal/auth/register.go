@@ -93,7 +93,7 @@ func (s *Service) Register(ctx context.Context, in RegisterInput, m Meta) (store
 	}
 	hash, err := s.hasher.Hash(ctx, pw)
 	if err != nil {
-		return store.User{}, apperr.Internal(err)
+		return store.User{}, hashErr(err)
 	}
 	now := s.clock()
 	u := store.User{

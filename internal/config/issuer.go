@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/palisade-auth/palisade/internal/ratelimit"
 )
 
 // Issuer is the configuration of `issuer serve` (and of the subcommands
@@ -29,7 +31,10 @@ type Issuer struct {
 	KeyReloadInterval  time.Duration
 	MaxBodyBytes       int64
 	HashConcurrency    int
+	HashQueue          int
 	ClockSkew          time.Duration
+	RateLimits         []string
+	RateLimitStore     string
 
 	MailMode             string
 	SMTPURL              string
@@ -45,6 +50,22 @@ const (
 	MailModeLog  = "log"
 	MailModeSMTP = "smtp"
 )
+
+// Rate-limit stores.
+const (
+	RateLimitStoreDatabase = "database"
+	RateLimitStoreMemory   = "memory"
+)
+
+// SharedRateLimits reports whether the rate-limit counters live in the
+// database: by choice, or by default on PostgreSQL, where several instances
+// must share them.
+func (c *Issuer) SharedRateLimits() bool {
+	if c.RateLimitStore == "" {
+		return !c.Embedded()
+	}
+	return c.RateLimitStore == RateLimitStoreDatabase
+}
 
 // DefaultDatabaseURL is the embedded default: a SQLite file.
 const DefaultDatabaseURL = "sqlite:./data/issuer.db"
@@ -76,6 +97,9 @@ func (c *Issuer) ServeFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.JWKSMaxAge, "jwks-max-age", 5*time.Minute, "Cache-Control max-age of the JWK set")
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", 64<<10, "largest accepted request body")
 	fs.IntVar(&c.HashConcurrency, "hash-concurrency", 0, "password hashes computed at once (0 = number of CPUs); bounds memory under a login flood")
+	fs.IntVar(&c.HashQueue, "hash-queue", 64, "password hashes that may wait for a free slot; beyond that login, register and password changes answer 503 with Retry-After at once (0 = wait without bound)")
+	fs.StringArrayVar(&c.RateLimits, "rate-limit", nil, "override a rate limit, NAME=COUNT/PERIOD (repeatable; names: "+strings.Join(ratelimit.Names(), ", ")+")")
+	fs.StringVar(&c.RateLimitStore, "rate-limit-store", "", "where rate-limit counters live: database (shared by every instance) or memory (this process only); default database on PostgreSQL, memory on SQLite")
 	fs.StringVar(&c.MailMode, "mail-mode", MailModeLog, "log (mails, links included, go to the log: development only) or smtp")
 	fs.StringVar(&c.SMTPURL, "smtp-url", "", "smtp://[user:pass@]host:port (STARTTLS, required unless the host is loopback) or smtps://... (implicit TLS)")
 	fs.StringVar(&c.MailFrom, "mail-from", "Palisade <no-reply@localhost>", "From address of account mails")
@@ -142,6 +166,19 @@ func (c *Issuer) ValidateServe() error {
 	}
 	if c.HashConcurrency < 0 {
 		add("--hash-concurrency must not be negative")
+	}
+	if c.HashQueue < 0 {
+		add("--hash-queue must not be negative")
+	}
+	for _, o := range c.RateLimits {
+		if _, _, err := ratelimit.ParseOverride(o); err != nil {
+			add("--rate-limit: %v", err)
+		}
+	}
+	switch c.RateLimitStore {
+	case "", RateLimitStoreDatabase, RateLimitStoreMemory:
+	default:
+		add("--rate-limit-store must be database or memory, got %q", c.RateLimitStore)
 	}
 	switch c.MailMode {
 	case MailModeLog:

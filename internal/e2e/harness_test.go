@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/palisade-auth/palisade/internal/ratelimit"
 	"github.com/palisade-auth/palisade/internal/store"
 	"github.com/palisade-auth/palisade/internal/store/sqlstore"
 	"github.com/palisade-auth/palisade/internal/testdb"
@@ -216,15 +217,33 @@ func kekFile(t *testing.T) string {
 	return path
 }
 
+// generousLimits lifts every rate limit far above what a functional test
+// sends from its one address; tests of the limits pass their own
+// --rate-limit after these, and the later flag wins.
+func generousLimits() []string {
+	var args []string
+	for _, name := range ratelimit.Names() {
+		args = append(args, "--rate-limit", name+"=100000/1m")
+	}
+	return args
+}
+
 func startIssuer(t *testing.T, dbURL string, extra ...string) *issuer {
 	t.Helper()
-	kek := kekFile(t)
+	return startIssuerWithKEK(t, dbURL, kekFile(t), extra...)
+}
+
+// startIssuerWithKEK starts an issuer with a given key-encryption key: a
+// second replica over the same database needs the first one's.
+func startIssuerWithKEK(t *testing.T, dbURL, kek string, extra ...string) *issuer {
+	t.Helper()
 	args := append([]string{"serve",
 		"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
 		"--database-url", dbURL, "--kek-file", kek,
 		"--issuer-url", "http://issuer.test", "--audience", "api",
 		"--log-level", "debug", "--key-reload-interval", "1s",
-	}, extra...)
+	}, generousLimits()...)
+	args = append(args, extra...)
 	p := start(t, "issuer", []string{"api", "admin"}, nil, args...)
 	return &issuer{proc: p, base: "http://" + p.addr["api"], dbURL: dbURL, kek: kek}
 }

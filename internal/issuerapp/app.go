@@ -91,9 +91,13 @@ func (a *App) Close() error { return a.Store.Close() }
 
 // Auth builds the flow service with the given settings.
 func (a *App) Auth(hashConcurrency int, issuerURL, audience string, refreshTTL, leeway time.Duration) *auth.Service {
+	return a.authWith(password.NewHasher(password.DefaultParams, hashConcurrency, rand.Reader), issuerURL, audience, refreshTTL, leeway)
+}
+
+func (a *App) authWith(hasher *password.Hasher, issuerURL, audience string, refreshTTL, leeway time.Duration) *auth.Service {
 	return auth.New(auth.Deps{
 		Store:           a.Store,
-		Hasher:          password.NewHasher(password.DefaultParams, hashConcurrency, rand.Reader),
+		Hasher:          hasher,
 		Policy:          password.DefaultPolicy(),
 		Minter:          token.NewMinter(a.Keys, issuerURL, audience, a.Cfg.AccessTokenTTL, a.now, rand.Reader),
 		SuccessorSecret: a.Sealer.DeriveSecret("refresh-successor"),

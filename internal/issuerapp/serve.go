@@ -2,7 +2,9 @@ package issuerapp
 
 import (
 	"context"
+	"crypto/rand"
 	"net/http"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -12,8 +14,25 @@ import (
 	"github.com/palisade-auth/palisade/internal/httpserver"
 	"github.com/palisade-auth/palisade/internal/idempotency"
 	"github.com/palisade-auth/palisade/internal/issuerapi"
+	"github.com/palisade-auth/palisade/internal/password"
+	"github.com/palisade-auth/palisade/internal/ratelimit"
 	"github.com/palisade-auth/palisade/pkg/verify"
 )
+
+// rateLimiter returns the limiter over the configured counter store, and
+// starts sweeping that store's expired counters until ctx ends.
+func (a *App) rateLimiter(ctx context.Context, reg prometheus.Registerer) (*ratelimit.Limiter, error) {
+	var st ratelimit.Store = ratelimit.NewMemory()
+	if a.Cfg.SharedRateLimits() {
+		st = a.Store
+	}
+	l, err := ratelimit.New(st, a.Cfg.RateLimits, a.now, a.Log, reg)
+	if err != nil {
+		return nil, err
+	}
+	go ratelimit.Sweep(ctx, st, time.Minute, a.now, a.Log)
+	return l, nil
+}
 
 // Serve runs the API and admin listeners until ctx ends, then shuts down
 // gracefully.
@@ -34,13 +53,26 @@ func (a *App) Serve(ctx context.Context) error {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	hasher := password.NewHasher(password.DefaultParams, cfg.HashConcurrency, rand.Reader)
+	hasher.SetMaxWaiting(cfg.HashQueue)
+	reg.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "issuer_password_hashes_total", Help: "Password hash computations run (hashes and verifications)."},
+			func() float64 { return float64(hasher.Computed()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "issuer_password_hashes_waiting", Help: "Requests waiting for a password-hashing slot."},
+			func() float64 { return float64(hasher.Waiting()) }),
+	)
+	limiter, err := a.rateLimiter(ctx, reg)
+	if err != nil {
+		return err
+	}
 	api := issuerapi.New(issuerapi.Deps{
-		Auth:        a.Auth(cfg.HashConcurrency, cfg.IssuerURL, cfg.Audience, cfg.RefreshTokenTTL, cfg.RefreshReuseLeeway),
+		Auth:        a.authWith(hasher, cfg.IssuerURL, cfg.Audience, cfg.RefreshTokenTTL, cfg.RefreshReuseLeeway),
 		Keys:        a.Keys,
 		Verifier:    verifier,
 		DB:          a.Store,
 		Idempotency: idempotency.New(a.Store, a.now),
 		ClientIP:    ips,
+		Limiter:     limiter,
 		Logger:      a.Log,
 	}, issuerapi.Config{IssuerURL: cfg.IssuerURL, JWKSMaxAge: cfg.JWKSMaxAge, MaxBodyBytes: cfg.MaxBodyBytes})
 

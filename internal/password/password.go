@@ -73,6 +73,7 @@ type Hasher struct {
 	sem        chan struct{}
 	waiting    atomic.Int64
 	maxWaiting atomic.Int64 // <= 0: unlimited
+	computed   atomic.Uint64
 
 	dummyOnce sync.Once
 	dummy     string
@@ -188,12 +189,21 @@ func (h *Hasher) VerifyDummy(ctx context.Context, pw string) error {
 	return err
 }
 
+// Computed returns how many hash computations h has run (hashes and
+// verifications alike), for metrics and for tests that prove a request did
+// no hashing work.
+func (h *Hasher) Computed() uint64 { return h.computed.Load() }
+
+// Waiting returns how many callers are queued for a slot now.
+func (h *Hasher) Waiting() int64 { return h.waiting.Load() }
+
 // withSlot runs f while holding one of h's slots.
 func (h *Hasher) withSlot(ctx context.Context, f func()) error {
 	if err := h.acquire(ctx); err != nil {
 		return err
 	}
 	defer func() { <-h.sem }()
+	h.computed.Add(1)
 	if h.slotHook != nil {
 		defer h.slotHook()()
 	}

@@ -1,0 +1,225 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/palisade-auth/palisade/internal/store"
+)
+
+// metric reads one unlabelled sample from the issuer's admin /metrics.
+func (is *issuer) metric(t *testing.T, name string) float64 {
+	t.Helper()
+	r := do(t, "GET", "http://"+is.addr["admin"]+"/metrics", nil)
+	wantStatus(t, "GET /metrics", r, http.StatusOK)
+	sc := bufio.NewScanner(strings.NewReader(string(r.body)))
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("metric %s = %q: %v", name, v, err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("/metrics has no %s", name)
+	return 0
+}
+
+// wantRateHeaders checks the X-RateLimit-* headers of an answer.
+func wantRateHeaders(t *testing.T, what string, r response, limit, remaining int) {
+	t.Helper()
+	if got := r.header.Get("X-RateLimit-Limit"); got != strconv.Itoa(limit) {
+		t.Errorf("%s: X-RateLimit-Limit = %q, want %d", what, got, limit)
+	}
+	if got := r.header.Get("X-RateLimit-Remaining"); got != strconv.Itoa(remaining) {
+		t.Errorf("%s: X-RateLimit-Remaining = %q, want %d", what, got, remaining)
+	}
+	reset, err := strconv.ParseInt(r.header.Get("X-RateLimit-Reset"), 10, 64)
+	if now := time.Now().Unix(); err != nil || reset < now || reset > now+3601 {
+		t.Errorf("%s: X-RateLimit-Reset = %q, want Unix seconds within the next hour", what, r.header.Get("X-RateLimit-Reset"))
+	}
+}
+
+func want429(t *testing.T, what string, r response, limit int) {
+	t.Helper()
+	wantProblem(t, what, r, http.StatusTooManyRequests, "rate_limited")
+	wantRateHeaders(t, what, r, limit, 0)
+	if s, err := strconv.Atoi(r.header.Get("Retry-After")); err != nil || s < 1 {
+		t.Errorf("%s: Retry-After = %q, want whole seconds >= 1", what, r.header.Get("Retry-After"))
+	}
+}
+
+func loginAttempt(t *testing.T, is *issuer, email, password string, headers ...string) response {
+	t.Helper()
+	return do(t, "POST", is.base+"/v1/login", map[string]string{"email": email, "password": password}, headers...)
+}
+
+func countAudit(t *testing.T, st store.Store, typ string) int {
+	t.Helper()
+	evs, err := st.ListAudit(context.Background(), store.AuditFilter{Type: typ, Limit: 10000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(evs)
+}
+
+func TestRateLimits(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, dbURL string) {
+		// One database, one key-encryption key for the issuers run on it.
+		kek := kekFile(t)
+		startIssuer := func(t *testing.T, dbURL string, extra ...string) *issuer {
+			return startIssuerWithKEK(t, dbURL, kek, extra...)
+		}
+		t.Run("login per address; a refused login does no work", func(t *testing.T) {
+			is := startIssuer(t, dbURL, "--rate-limit", "login=3/1m")
+			email := uniqueEmail()
+			register(t, is, email)
+			st := openStore(t, dbURL)
+			for i := 0; i < 3; i++ {
+				r := loginAttempt(t, is, email, "wrong password, attempt "+strconv.Itoa(i),
+					"X-Forwarded-For", fmt.Sprintf("198.51.100.%d", i)) // from an untrusted peer: ignored
+				wantProblem(t, "login within the limit", r, http.StatusUnauthorized, "invalid_credentials")
+				wantRateHeaders(t, "login within the limit", r, 3, 2-i)
+			}
+			hashes, failures := is.metric(t, "issuer_password_hashes_total"), countAudit(t, st, "login.failed")
+			r := loginAttempt(t, is, email, strongPassword, "X-Forwarded-For", "203.0.113.9")
+			want429(t, "login over the limit, right password, rotated X-Forwarded-For", r, 3)
+			// No user lookup, no hash, no audit entry: the limit came first.
+			if got := is.metric(t, "issuer_password_hashes_total"); got != hashes {
+				t.Errorf("password hashes after a refused login = %v, want %v (unchanged)", got, hashes)
+			}
+			if got := countAudit(t, st, "login.failed"); got != failures {
+				t.Errorf("login.failed entries after a refused login = %d, want %d (unchanged)", got, failures)
+			}
+			// Other limits are counted apart.
+			wantStatus(t, "register from the same address", do(t, "POST", is.base+"/v1/register",
+				map[string]string{"email": uniqueEmail(), "password": strongPassword}), http.StatusCreated)
+		})
+
+		t.Run("login per email across addresses", func(t *testing.T) {
+			// 127.0.0.1 is a trusted proxy here, so each forwarded address
+			// is its own client; the per-email limit still holds.
+			is := startIssuer(t, dbURL, "--trusted-proxies", "127.0.0.1/32", "--rate-limit", "login=100/1m", "--rate-limit", "login_email=2/1m")
+			email := uniqueEmail()
+			register(t, is, email)
+			for i := 0; i < 2; i++ {
+				r := loginAttempt(t, is, strings.ToUpper(email), "wrong password here", "X-Forwarded-For", fmt.Sprintf("198.51.100.%d", i))
+				wantProblem(t, "login within the email limit", r, http.StatusUnauthorized, "invalid_credentials")
+				wantRateHeaders(t, "login within the email limit", r, 2, 1-i)
+			}
+			want429(t, "third login for the email from a third address",
+				loginAttempt(t, is, email, strongPassword, "X-Forwarded-For", "198.51.100.77"), 2)
+			// Another email from the same addresses is not affected.
+			other := uniqueEmail()
+			register(t, is, other)
+			r := loginAttempt(t, is, other, strongPassword, "X-Forwarded-For", "198.51.100.0")
+			wantStatus(t, "login for another email", r, http.StatusOK)
+			if got := r.header.Get("Cache-Control"); got != "no-store" {
+				t.Errorf("token response Cache-Control = %q, want no-store", got)
+			}
+		})
+
+		t.Run("every limited endpoint", func(t *testing.T) {
+			var args []string
+			for _, n := range []string{"register", "refresh", "password_forgot", "password_reset", "email_verify"} {
+				args = append(args, "--rate-limit", n+"=1/1h")
+			}
+			is := startIssuer(t, dbURL, args...)
+			endpoints := []struct{ path, body string }{
+				{"/v1/register", `{"email":"` + uniqueEmail() + `","password":"` + strongPassword + `"}`},
+				{"/v1/refresh", `{"refresh_token":"` + strings.Repeat("A", 43) + `"}`},
+				{"/v1/password/forgot", `{"email":"` + uniqueEmail() + `"}`},
+				{"/v1/password/reset", `{"token":"` + strings.Repeat("A", 43) + `","new_password":"` + strongPassword + `"}`},
+				{"/v1/email/verify", `{"token":"` + strings.Repeat("A", 43) + `"}`},
+			}
+			for _, ep := range endpoints {
+				first := do(t, "POST", is.base+ep.path, ep.body)
+				if first.status == http.StatusTooManyRequests {
+					t.Fatalf("first POST %s: 429", ep.path)
+				}
+				wantRateHeaders(t, "first POST "+ep.path, first, 1, 0)
+				want429(t, "second POST "+ep.path, do(t, "POST", is.base+ep.path, ep.body), 1)
+				// Even a malformed body is refused by the limit, not read.
+				want429(t, "malformed POST "+ep.path, do(t, "POST", is.base+ep.path, "{not json"), 1)
+			}
+			// Endpoints without a limit carry no headers.
+			if r := do(t, "GET", is.base+"/health", nil); r.header.Get("X-RateLimit-Limit") != "" {
+				t.Errorf("GET /health carries X-RateLimit-Limit")
+			}
+		})
+	})
+}
+
+// Two replicas over one PostgreSQL share the counters: logins spread over
+// both meet the limit at the configured total, not at twice it.
+func TestRateLimitsSharedAcrossInstances(t *testing.T) {
+	dbURL := backends()[1].url(t)
+	kek := kekFile(t)
+	const limit = 4
+	a := startIssuerWithKEK(t, dbURL, kek, "--rate-limit", fmt.Sprintf("login=%d/1m", limit))
+	b := startIssuerWithKEK(t, dbURL, kek, "--rate-limit", fmt.Sprintf("login=%d/1m", limit))
+	email := uniqueEmail()
+	register(t, a, email)
+	both := []*issuer{a, b}
+	for i := 0; i < limit; i++ {
+		r := loginAttempt(t, both[i%2], email, strongPassword)
+		wantStatus(t, fmt.Sprintf("login %d on instance %d", i+1, i%2), r, http.StatusOK)
+		wantRateHeaders(t, fmt.Sprintf("login %d on instance %d", i+1, i%2), r, limit, limit-1-i)
+	}
+	for i, is := range both {
+		want429(t, fmt.Sprintf("login over the total on instance %d", i), loginAttempt(t, is, email, strongPassword), limit)
+	}
+}
+
+// With the hashing pool and its queue full, login answers 503 at once
+// instead of queueing.
+func TestLoginLoadShedding(t *testing.T) {
+	is := startIssuer(t, backends()[0].url(t), "--hash-concurrency", "1", "--hash-queue", "1")
+	email := uniqueEmail()
+	register(t, is, email)
+	const n = 24
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		statuses = map[int]int{}
+		shed     []response
+	)
+	start := make(chan struct{})
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			r := loginAttempt(t, is, email, strongPassword)
+			mu.Lock()
+			defer mu.Unlock()
+			statuses[r.status]++
+			if r.status == http.StatusServiceUnavailable {
+				shed = append(shed, r)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if statuses[http.StatusOK] == 0 || len(shed) == 0 || statuses[http.StatusOK]+len(shed) != n {
+		t.Fatalf("%d concurrent logins with one hashing slot and a queue of one: statuses %v, want some 200s, some 503s and nothing else", n, statuses)
+	}
+	for _, r := range shed {
+		wantProblem(t, "shed login", r, http.StatusServiceUnavailable, "overloaded")
+		if r.header.Get("Retry-After") == "" {
+			t.Errorf("shed login: no Retry-After")
+		}
+	}
+	// Shed logins did no hashing: only the admitted ones (and register) did.
+	if got, want := is.metric(t, "issuer_password_hashes_total"), float64(1+statuses[http.StatusOK]); got != want {
+		t.Errorf("password hashes = %v, want %v (register + admitted logins)", got, want)
+	}
+}
