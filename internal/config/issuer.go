@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/palisade-auth/palisade/internal/apiversion"
 	"github.com/palisade-auth/palisade/internal/ratelimit"
 )
 
@@ -35,6 +36,7 @@ type Issuer struct {
 	ClockSkew          time.Duration
 	RateLimits         []string
 	RateLimitStore     string
+	DeprecatedVersions []string
 
 	MailMode             string
 	SMTPURL              string
@@ -50,6 +52,17 @@ const (
 	MailModeLog  = "log"
 	MailModeSMTP = "smtp"
 )
+
+// Deprecations parses --deprecate-version (already validated).
+func (c *Issuer) Deprecations() []apiversion.Deprecation {
+	var out []apiversion.Deprecation
+	for _, s := range c.DeprecatedVersions {
+		if d, err := apiversion.Parse(s); err == nil {
+			out = append(out, d)
+		}
+	}
+	return out
+}
 
 // Rate-limit stores.
 const (
@@ -99,6 +112,7 @@ func (c *Issuer) ServeFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.HashConcurrency, "hash-concurrency", 0, "password hashes computed at once (0 = number of CPUs); bounds memory under a login flood")
 	fs.IntVar(&c.HashQueue, "hash-queue", 64, "password hashes that may wait for a free slot; beyond that login, register and password changes answer 503 with Retry-After at once (0 = wait without bound)")
 	fs.StringArrayVar(&c.RateLimits, "rate-limit", nil, "override a rate limit, NAME=COUNT/PERIOD (repeatable; names: "+strings.Join(ratelimit.Names(), ", ")+")")
+	fs.StringArrayVar(&c.DeprecatedVersions, "deprecate-version", nil, "mark an API version deprecated: VERSION:deprecated=DATE[,sunset=DATE][,successor=URL] (repeatable; adds Deprecation, Sunset and Link headers to its responses)")
 	fs.StringVar(&c.RateLimitStore, "rate-limit-store", "", "where rate-limit counters live: database (shared by every instance) or memory (this process only); default database on PostgreSQL, memory on SQLite")
 	fs.StringVar(&c.MailMode, "mail-mode", MailModeLog, "log (mails, links included, go to the log: development only) or smtp")
 	fs.StringVar(&c.SMTPURL, "smtp-url", "", "smtp://[user:pass@]host:port (STARTTLS, required unless the host is loopback) or smtps://... (implicit TLS)")
@@ -173,6 +187,11 @@ func (c *Issuer) ValidateServe() error {
 	for _, o := range c.RateLimits {
 		if _, _, err := ratelimit.ParseOverride(o); err != nil {
 			add("--rate-limit: %v", err)
+		}
+	}
+	for _, d := range c.DeprecatedVersions {
+		if _, err := apiversion.Parse(d); err != nil {
+			add("--deprecate-version: %v", err)
 		}
 	}
 	switch c.RateLimitStore {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/palisade-auth/palisade/internal/apiversion"
 	"github.com/palisade-auth/palisade/internal/auth"
 	"github.com/palisade-auth/palisade/internal/clientip"
 	"github.com/palisade-auth/palisade/internal/httpserver"
@@ -23,6 +24,7 @@ type Config struct {
 	IssuerURL    string        // the iss claim; base of the discovery document
 	JWKSMaxAge   time.Duration // Cache-Control max-age of the key set
 	MaxBodyBytes int64         // request body limit
+	Deprecations []apiversion.Deprecation
 }
 
 // KeySet publishes the signing keys.
@@ -128,6 +130,7 @@ func (a *API) Handler(metrics *httpserver.Metrics) http.Handler {
 		mux.Handle(rt.pattern, h)
 	}
 	var h http.Handler = problemMux{mux}
+	h = apiversion.Middleware(a.cfg.Deprecations, h)
 	h = httpserver.Recover(a.log, h)
 	h = httpserver.AccessLog(a.log, h)
 	return httpserver.RequestID(h)
