@@ -61,6 +61,7 @@ func WithTokenFunc(fn func(r *http.Request) (string, bool)) MiddlewareOption {
 type middleware struct {
 	v        *Verifier
 	token    func(*http.Request) (string, bool)
+	cookies  *CookieAuth
 	onReject func(*http.Request, error)
 }
 
@@ -78,7 +79,17 @@ func Middleware(v *Verifier, opts ...MiddlewareOption) func(http.Handler) http.H
 	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			tok, ok := m.token(r)
+			tok, ok := "", false
+			if m.cookies != nil {
+				var fromCookie bool
+				tok, fromCookie, ok = m.cookies.Token(r)
+				if ok && fromCookie && !m.cookies.CheckCSRF(r) {
+					WriteCSRFFailed(w)
+					return
+				}
+			} else {
+				tok, ok = m.token(r)
+			}
 			if !ok || tok == "" {
 				m.reject(w, r, &Error{Reason: ReasonMissing})
 				return
