@@ -37,6 +37,7 @@ type Issuer struct {
 	RateLimits         []string
 	RateLimitStore     string
 	DeprecatedVersions []string
+	BrowserOrigins     []string
 
 	MailMode             string
 	SMTPURL              string
@@ -52,6 +53,16 @@ const (
 	MailModeLog  = "log"
 	MailModeSMTP = "smtp"
 )
+
+// ValidOrigin checks that o is a serialized origin as browsers send it in
+// the Origin header: scheme://host[:port], nothing more.
+func ValidOrigin(o string) error {
+	u, err := url.Parse(o)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil || u.String() != o {
+		return fmt.Errorf("%q is not an origin like https://app.example.com", o)
+	}
+	return nil
+}
 
 // Deprecations parses --deprecate-version (already validated).
 func (c *Issuer) Deprecations() []apiversion.Deprecation {
@@ -112,6 +123,7 @@ func (c *Issuer) ServeFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.HashConcurrency, "hash-concurrency", 0, "password hashes computed at once (0 = number of CPUs); bounds memory under a login flood")
 	fs.IntVar(&c.HashQueue, "hash-queue", 64, "password hashes that may wait for a free slot; beyond that login, register and password changes answer 503 with Retry-After at once (0 = wait without bound)")
 	fs.StringArrayVar(&c.RateLimits, "rate-limit", nil, "override a rate limit, NAME=COUNT/PERIOD (repeatable; names: "+strings.Join(ratelimit.Names(), ", ")+")")
+	fs.StringSliceVar(&c.BrowserOrigins, "browser-origins", nil, "origins (scheme://host[:port]) of browser apps: their logins and refreshes get the tokens in HttpOnly cookies, and only they pass the CSRF origin check (repeatable or comma-separated)")
 	fs.StringArrayVar(&c.DeprecatedVersions, "deprecate-version", nil, "mark an API version deprecated: VERSION:deprecated=DATE[,sunset=DATE][,successor=URL] (repeatable; adds Deprecation, Sunset and Link headers to its responses)")
 	fs.StringVar(&c.RateLimitStore, "rate-limit-store", "", "where rate-limit counters live: database (shared by every instance) or memory (this process only); default database on PostgreSQL, memory on SQLite")
 	fs.StringVar(&c.MailMode, "mail-mode", MailModeLog, "log (mails, links included, go to the log: development only) or smtp")
@@ -187,6 +199,11 @@ func (c *Issuer) ValidateServe() error {
 	for _, o := range c.RateLimits {
 		if _, _, err := ratelimit.ParseOverride(o); err != nil {
 			add("--rate-limit: %v", err)
+		}
+	}
+	for _, o := range c.BrowserOrigins {
+		if err := ValidOrigin(o); err != nil {
+			add("--browser-origins: %v", err)
 		}
 	}
 	for _, d := range c.DeprecatedVersions {

@@ -30,6 +30,7 @@ type Verifier struct {
 	PublicPaths     []string
 	ClockSkew       time.Duration
 	TrustedProxies  []string
+	BrowserOrigins  []string
 	HS256SecretFile string
 	CacheSize       int
 	LogLevel        string
@@ -54,6 +55,7 @@ func (c *Verifier) ServeFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Mode, "mode", ModeProxy, "proxy (forward valid requests to --upstream) or forward-auth (answer 200 or 401 for nginx, Traefik, Envoy)")
 	fs.StringVar(&c.Upstream, "upstream", "", "URL of the app behind the proxy (proxy mode)")
 	fs.StringSliceVar(&c.PublicPaths, "public-path", nil, "path served without a token: exact, or a prefix ending in /* (repeatable)")
+	fs.StringSliceVar(&c.BrowserOrigins, "browser-origins", nil, "origins of browser apps whose access-token cookie is accepted; a cookie-authenticated unsafe request must come from one of them and carry the X-CSRF-Token header equal to the CSRF cookie (repeatable or comma-separated)")
 	fs.StringSliceVar(&c.TrustedProxies, "trusted-proxies", nil, "CIDRs whose forwarding headers are believed (X-Forwarded-For; in forward-auth mode also the original method and URI)")
 	fs.IntVar(&c.CacheSize, "cache-size", 10000, "verified tokens remembered until they expire (0 = off); skips repeated RSA work")
 }
@@ -117,6 +119,11 @@ func (c *Verifier) ValidateServe() error {
 	}
 	if c.CacheSize < 0 {
 		add("--cache-size must not be negative")
+	}
+	for _, o := range c.BrowserOrigins {
+		if err := ValidOrigin(o); err != nil {
+			add("--browser-origins: %v", err)
+		}
 	}
 	return errors.Join(errs...)
 }

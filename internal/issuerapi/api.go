@@ -25,6 +25,9 @@ type Config struct {
 	JWKSMaxAge   time.Duration // Cache-Control max-age of the key set
 	MaxBodyBytes int64         // request body limit
 	Deprecations []apiversion.Deprecation
+	// BrowserOrigins get their tokens in cookies, and are the only origins
+	// whose cookie-authenticated state changes pass the CSRF check.
+	BrowserOrigins []string
 }
 
 // KeySet publishes the signing keys.
@@ -58,6 +61,7 @@ type API struct {
 	idem    *idempotency.Keys
 	ip      *clientip.Resolver
 	limiter Limiter
+	cookies verify.CookieAuth
 	log     *slog.Logger
 	cfg     Config
 }
@@ -70,7 +74,7 @@ func New(d Deps, cfg Config) *API {
 	if cfg.JWKSMaxAge <= 0 {
 		cfg.JWKSMaxAge = 5 * time.Minute
 	}
-	return &API{auth: d.Auth, keys: d.Keys, verify: d.Verifier, db: d.DB, idem: d.Idempotency, ip: d.ClientIP, limiter: d.Limiter, log: d.Logger, cfg: cfg}
+	return &API{auth: d.Auth, keys: d.Keys, verify: d.Verifier, db: d.DB, idem: d.Idempotency, ip: d.ClientIP, limiter: d.Limiter, cookies: cookieAuth(cfg.BrowserOrigins), log: d.Logger, cfg: cfg}
 }
 
 // route is one endpoint: a ServeMux pattern, whether it needs an access
@@ -115,7 +119,11 @@ func (a *API) Patterns() []string {
 // access log around it. metrics may be nil.
 func (a *API) Handler(metrics *httpserver.Metrics) http.Handler {
 	mux := http.NewServeMux()
-	authenticate := verify.Middleware(a.verify)
+	var opts []verify.MiddlewareOption
+	if len(a.cookies.Origins) > 0 {
+		opts = append(opts, verify.WithCookieAuth(a.cookies))
+	}
+	authenticate := verify.Middleware(a.verify, opts...)
 	for _, rt := range a.routes() {
 		var h http.Handler = rt.handler
 		if rt.protected {

@@ -61,16 +61,19 @@ func (a *API) login(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	noStore(w)
-	a.writeJSON(w, r, http.StatusOK, tokenView(pair))
+	a.writeTokens(w, r, pair)
 }
 
 type refreshRequest struct {
 	RefreshToken string `json:"refresh_token"`
 }
 
-// refreshToken reads the refresh token from the body.
+// refreshToken reads the refresh token: from the refresh cookie of a
+// browser request without a body, else from the body.
 func (a *API) refreshToken(w http.ResponseWriter, r *http.Request) (string, error) {
+	if tok, fromCookie, err := a.cookieRefreshToken(r); fromCookie {
+		return tok, err
+	}
 	var req refreshRequest
 	if err := a.decode(w, r, &req); err != nil {
 		return "", err
@@ -94,8 +97,7 @@ func (a *API) refresh(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	noStore(w)
-	a.writeJSON(w, r, http.StatusOK, tokenView(pair))
+	a.writeTokens(w, r, pair)
 }
 
 func (a *API) logout(w http.ResponseWriter, r *http.Request) {
@@ -107,6 +109,9 @@ func (a *API) logout(w http.ResponseWriter, r *http.Request) {
 	if err := a.auth.Logout(r.Context(), tok, a.meta(r)); err != nil {
 		a.writeError(w, r, err)
 		return
+	}
+	if a.browser(r) {
+		a.clearCookies(w)
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
@@ -123,6 +128,9 @@ func (a *API) logoutAll(w http.ResponseWriter, r *http.Request) {
 	if err := a.auth.LogoutAll(r.Context(), id.Subject, id.SessionID, a.meta(r)); err != nil {
 		a.writeError(w, r, err)
 		return
+	}
+	if a.browser(r) {
+		a.clearCookies(w)
 	}
 	w.WriteHeader(http.StatusNoContent)
 }

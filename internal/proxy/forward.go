@@ -27,7 +27,7 @@ func NewForwardAuth(v *verify.Verifier, cfg Config) *ForwardAuth {
 
 func (f *ForwardAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
-	id, ok := f.decide(w, r, f.originalPath(r))
+	id, ok := f.decide(w, r, f.originalMethod(r), f.originalPath(r))
 	if !ok {
 		return
 	}
@@ -35,6 +35,20 @@ func (f *ForwardAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		SetIdentity(w.Header(), id)
 	}
 	w.WriteHeader(http.StatusOK)
+}
+
+// originalMethod is the forwarded request's method, from X-Forwarded-Method
+// (Traefik) or X-Original-Method (nginx, when configured) of a trusted
+// proxy; else the request's own, as Envoy sends it.
+func (f *ForwardAuth) originalMethod(r *http.Request) string {
+	if f.cfg.TrustedProxies != nil && f.cfg.TrustedProxies.TrustedPeer(r) {
+		for _, h := range []string{"X-Forwarded-Method", "X-Original-Method"} {
+			if v := r.Header.Get(h); v != "" {
+				return strings.ToUpper(v)
+			}
+		}
+	}
+	return r.Method
 }
 
 func (f *ForwardAuth) originalPath(r *http.Request) string {

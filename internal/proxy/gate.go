@@ -16,6 +16,9 @@ type Config struct {
 	TrustedProxies *clientip.Resolver // whose forwarding headers are believed
 	Metrics        *Metrics           // may be nil
 	Logger         *slog.Logger
+	// Cookies, when set, also accepts the access token from a browser's
+	// cookie, under the CSRF rule for unsafe methods.
+	Cookies *verify.CookieAuth
 }
 
 // gate is the decision both modes make: public, or a verified identity,
@@ -26,13 +29,27 @@ type gate struct {
 }
 
 // decide returns (identity, true) for a valid token, (nil, true) for a
-// public path, and (nil, false) after writing the 401.
-func (g *gate) decide(w http.ResponseWriter, r *http.Request, escapedPath string) (*verify.Identity, bool) {
+// public path, and (nil, false) after writing the 401 (or the 403 of a
+// cookie-authenticated request failing the CSRF rule). method is the
+// original request's method.
+func (g *gate) decide(w http.ResponseWriter, r *http.Request, method, escapedPath string) (*verify.Identity, bool) {
 	if g.cfg.Public != nil && g.cfg.Public.Match(escapedPath) {
 		g.cfg.Metrics.outcome(OutcomePublic, "")
 		return nil, true
 	}
-	tok, ok := verify.BearerToken(r)
+	tok, ok := "", false
+	if c := g.cfg.Cookies; c != nil {
+		var fromCookie bool
+		tok, fromCookie, ok = c.Token(r)
+		if ok && fromCookie && !c.CheckCSRF(withMethod(r, method)) {
+			g.cfg.Metrics.outcome(OutcomeRejected, ReasonCSRF)
+			g.cfg.Logger.DebugContext(r.Context(), "cookie-authenticated request failed the CSRF check")
+			verify.WriteCSRFFailed(w)
+			return nil, false
+		}
+	} else {
+		tok, ok = verify.BearerToken(r)
+	}
 	if !ok {
 		g.reject(w, r, &verify.Error{Reason: verify.ReasonMissing})
 		return nil, false
@@ -46,6 +63,19 @@ func (g *gate) decide(w http.ResponseWriter, r *http.Request, escapedPath string
 	}
 	g.cfg.Metrics.outcome(OutcomeAllowed, "")
 	return id, true
+}
+
+// ReasonCSRF is the metrics reason of a cookie-authenticated request that
+// failed the CSRF rule.
+const ReasonCSRF verify.Reason = "csrf"
+
+func withMethod(r *http.Request, method string) *http.Request {
+	if r.Method == method {
+		return r
+	}
+	c := *r
+	c.Method = method
+	return &c
 }
 
 func (g *gate) reject(w http.ResponseWriter, r *http.Request, err error) {
