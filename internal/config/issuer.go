@@ -38,6 +38,7 @@ type Issuer struct {
 	RateLimitStore     string
 	DeprecatedVersions []string
 	BrowserOrigins     []string
+	Demo               bool
 
 	MailMode             string
 	SMTPURL              string
@@ -124,6 +125,7 @@ func (c *Issuer) ServeFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.HashQueue, "hash-queue", 64, "password hashes that may wait for a free slot; beyond that login, register and password changes answer 503 with Retry-After at once (0 = wait without bound)")
 	fs.StringArrayVar(&c.RateLimits, "rate-limit", nil, "override a rate limit, NAME=COUNT/PERIOD (repeatable; names: "+strings.Join(ratelimit.Names(), ", ")+")")
 	fs.StringSliceVar(&c.BrowserOrigins, "browser-origins", nil, "origins (scheme://host[:port]) of browser apps: their logins and refreshes get the tokens in HttpOnly cookies, and only they pass the CSRF origin check (repeatable or comma-separated)")
+	fs.BoolVar(&c.Demo, "demo", false, "serve the browser demo page at /demo/ (development only; see the README)")
 	fs.StringArrayVar(&c.DeprecatedVersions, "deprecate-version", nil, "mark an API version deprecated: VERSION:deprecated=DATE[,sunset=DATE][,successor=URL] (repeatable; adds Deprecation, Sunset and Link headers to its responses)")
 	fs.StringVar(&c.RateLimitStore, "rate-limit-store", "", "where rate-limit counters live: database (shared by every instance) or memory (this process only); default database on PostgreSQL, memory on SQLite")
 	fs.StringVar(&c.MailMode, "mail-mode", MailModeLog, "log (mails, links included, go to the log: development only) or smtp")

@@ -13,6 +13,7 @@ import (
 	"github.com/palisade-auth/palisade/internal/apiversion"
 	"github.com/palisade-auth/palisade/internal/auth"
 	"github.com/palisade-auth/palisade/internal/clientip"
+	"github.com/palisade-auth/palisade/internal/demo"
 	"github.com/palisade-auth/palisade/internal/httpserver"
 	"github.com/palisade-auth/palisade/internal/idempotency"
 	"github.com/palisade-auth/palisade/internal/problem"
@@ -28,6 +29,8 @@ type Config struct {
 	// BrowserOrigins get their tokens in cookies, and are the only origins
 	// whose cookie-authenticated state changes pass the CSRF check.
 	BrowserOrigins []string
+	// Demo serves the browser demo page under /demo/ (development only).
+	Demo bool
 }
 
 // KeySet publishes the signing keys.
@@ -136,6 +139,9 @@ func (a *API) Handler(metrics *httpserver.Metrics) http.Handler {
 			h = metrics.Wrap(rt.pattern, h)
 		}
 		mux.Handle(rt.pattern, h)
+	}
+	if a.cfg.Demo {
+		mux.Handle("GET /demo/", demo.Handler())
 	}
 	var h http.Handler = problemMux{mux}
 	h = apiversion.Middleware(a.cfg.Deprecations, h)

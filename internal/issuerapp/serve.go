@@ -74,7 +74,7 @@ func (a *App) Serve(ctx context.Context) error {
 		ClientIP:    ips,
 		Limiter:     limiter,
 		Logger:      a.Log,
-	}, issuerapi.Config{IssuerURL: cfg.IssuerURL, JWKSMaxAge: cfg.JWKSMaxAge, MaxBodyBytes: cfg.MaxBodyBytes, Deprecations: cfg.Deprecations(), BrowserOrigins: cfg.BrowserOrigins})
+	}, issuerapi.Config{IssuerURL: cfg.IssuerURL, JWKSMaxAge: cfg.JWKSMaxAge, MaxBodyBytes: cfg.MaxBodyBytes, Deprecations: cfg.Deprecations(), BrowserOrigins: cfg.BrowserOrigins, Demo: cfg.Demo})
 
 	main := httpserver.New("api", a.Log, api.Handler(httpserver.NewMetrics(reg, "issuer")), httpserver.Options{})
 	admin := http.NewServeMux()
