@@ -10,9 +10,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/palisade-auth/palisade/internal/testdb"
 	"github.com/palisade-auth/palisade/pkg/verify/verifytest"
 )
 
@@ -78,4 +80,78 @@ func peakRSSKiB(pid int) (int64, error) {
 		}
 	}
 	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", pid)
+}
+
+// BenchmarkLoginFlood sends waves of concurrent logins to the real
+// issuer binary (default hashing pool and queue) and reports how many were
+// admitted and shed, how long a shed answer took, and the issuer's peak
+// resident memory: the load-shedding numbers the README quotes.
+// Run beside a wave of 50, it shows that memory is bounded by the hashing
+// pool, not by the number of clients.
+func BenchmarkLoginFlood(b *testing.B) {
+	for _, wave := range []int{50, 500} {
+		b.Run(fmt.Sprintf("clients=%d", wave), func(b *testing.B) { loginFlood(b, wave) })
+	}
+}
+
+func loginFlood(b *testing.B, wave int) {
+	is := startIssuer(b, testdb.SQLite(b), "--log-level", "info")
+	email := fmt.Sprintf("flood-%d@example.com", time.Now().UnixNano())
+	body := fmt.Sprintf(`{"email":%q,"password":%q}`, email, strongPassword)
+	c := &http.Client{Transport: &http.Transport{MaxIdleConns: wave, MaxIdleConnsPerHost: wave, MaxConnsPerHost: wave}}
+	post := func(path, body string) (int, time.Duration) {
+		start := time.Now()
+		resp, err := c.Post(is.base+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			b.Error(err)
+			return 0, 0
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, time.Since(start)
+	}
+	if st, _ := post("/v1/register", body); st != http.StatusCreated {
+		b.Fatalf("register: %d", st)
+	}
+	var (
+		mu       sync.Mutex
+		statuses = map[int]int{}
+		shedTime time.Duration
+	)
+	b.ResetTimer()
+	for n := 0; n < b.N; n++ {
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i := 0; i < wave; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				st, d := post("/v1/login", body)
+				mu.Lock()
+				defer mu.Unlock()
+				statuses[st]++
+				if st == http.StatusServiceUnavailable {
+					shedTime += d
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+	}
+	b.StopTimer()
+	total := float64(b.N * wave)
+	b.ReportMetric(float64(statuses[http.StatusOK])/total*100, "%admitted")
+	b.ReportMetric(float64(statuses[http.StatusServiceUnavailable])/total*100, "%shed")
+	if shed := statuses[http.StatusServiceUnavailable]; shed > 0 {
+		b.ReportMetric(float64(shedTime.Milliseconds())/float64(shed), "ms/shed-answer")
+	}
+	if other := int(total) - statuses[http.StatusOK] - statuses[http.StatusServiceUnavailable]; other > 0 {
+		b.Errorf("answers other than 200 and 503: %v", statuses)
+	}
+	if kib, err := peakRSSKiB(is.cmd.Process.Pid); err == nil {
+		b.ReportMetric(float64(kib)/1024, "peak-RSS-MiB")
+	} else {
+		b.Logf("peak RSS unavailable: %v", err)
+	}
 }

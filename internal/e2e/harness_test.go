@@ -204,7 +204,7 @@ type issuer struct {
 }
 
 // kekFile writes a fresh key-encryption key for a test.
-func kekFile(t *testing.T) string {
+func kekFile(t testing.TB) string {
 	t.Helper()
 	k := make([]byte, 32)
 	if _, err := rand.Read(k); err != nil {
@@ -228,14 +228,14 @@ func generousLimits() []string {
 	return args
 }
 
-func startIssuer(t *testing.T, dbURL string, extra ...string) *issuer {
+func startIssuer(t testing.TB, dbURL string, extra ...string) *issuer {
 	t.Helper()
 	return startIssuerWithKEK(t, dbURL, kekFile(t), extra...)
 }
 
 // startIssuerWithKEK starts an issuer with a given key-encryption key: a
 // second replica over the same database needs the first one's.
-func startIssuerWithKEK(t *testing.T, dbURL, kek string, extra ...string) *issuer {
+func startIssuerWithKEK(t testing.TB, dbURL, kek string, extra ...string) *issuer {
 	t.Helper()
 	args := append([]string{"serve",
 		"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
