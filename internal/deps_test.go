@@ -66,7 +66,8 @@ func TestImportDirection(t *testing.T) {
 					t.Errorf("transport %s imports %s; it must go through the domain", name, imp)
 				}
 			}
-			if name == mod+"internal/auth" && (imp == "net/http" || strings.HasPrefix(imp, "net/http/")) {
+			domain := name == mod+"internal/auth" || name == mod+"internal/ratelimit"
+			if domain && (imp == "net/http" || strings.HasPrefix(imp, "net/http/")) {
 				t.Errorf("domain %s imports %s", name, imp)
 			}
 			if strings.HasPrefix(imp, mod+"cmd/") {

@@ -69,6 +69,13 @@ func TestValidateEachField(t *testing.T) {
 		{"max body small", func(c *Issuer) { c.MaxBodyBytes = 1023 }, "--max-body-bytes", true},
 		{"max body large", func(c *Issuer) { c.MaxBodyBytes = 10<<20 + 1 }, "--max-body-bytes", true},
 		{"hash concurrency", func(c *Issuer) { c.HashConcurrency = -1 }, "--hash-concurrency", true},
+		{"hash queue", func(c *Issuer) { c.HashQueue = -1 }, "--hash-queue", true},
+		{"rate limit syntax", func(c *Issuer) { c.RateLimits = []string{"login"} }, "--rate-limit", true},
+		{"rate limit name", func(c *Issuer) { c.RateLimits = []string{"logon=1/1m"} }, "--rate-limit", true},
+		{"rate limit store", func(c *Issuer) { c.RateLimitStore = "redis" }, "--rate-limit-store", true},
+		{"browser origin with path", func(c *Issuer) { c.BrowserOrigins = []string{"https://app.example.com/"} }, "--browser-origins", true},
+		{"browser origin scheme", func(c *Issuer) { c.BrowserOrigins = []string{"app.example.com"} }, "--browser-origins", true},
+		{"deprecation", func(c *Issuer) { c.DeprecatedVersions = []string{"v1"} }, "--deprecate-version", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -143,6 +150,36 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 	for _, f := range []string{"--database-url", "--kek-file", "--access-token-ttl", "--log-level"} {
 		if !strings.Contains(err.Error(), f) {
 			t.Errorf("Validate() = %q, want it to mention %s", err, f)
+		}
+	}
+}
+
+func TestSharedRateLimits(t *testing.T) {
+	tests := []struct {
+		db, store string
+		want      bool
+	}{
+		{"sqlite:x.db", "", false},
+		{"postgres://db/issuer", "", true},
+		{"sqlite:x.db", RateLimitStoreDatabase, true},
+		{"postgres://db/issuer", RateLimitStoreMemory, false},
+	}
+	for _, tt := range tests {
+		c := Issuer{DatabaseURL: tt.db, RateLimitStore: tt.store}
+		if got := c.SharedRateLimits(); got != tt.want {
+			t.Errorf("SharedRateLimits(%s, %q) = %v, want %v", tt.db, tt.store, got, tt.want)
+		}
+	}
+}
+
+func TestValidOrigin(t *testing.T) {
+	for o, ok := range map[string]bool{
+		"https://app.example.com": true, "http://localhost:8081": true,
+		"https://app.example.com/": false, "app.example.com": false, "https://u@app.example.com": false,
+		"https://app.example.com?x": false, "ftp://app.example.com": false, "": false,
+	} {
+		if err := ValidOrigin(o); (err == nil) != ok {
+			t.Errorf("ValidOrigin(%q) = %v, want ok %v", o, err, ok)
 		}
 	}
 }
