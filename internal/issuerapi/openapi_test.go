@@ -88,6 +88,10 @@ func TestOpenAPIErrorCodes(t *testing.T) {
 		"internal_error",
 		"idempotency_key_reused",
 		"idempotency_key_in_progress",
+		"rate_limited",
+		"rate_limit_unavailable",
+		"overloaded",
+		"csrf_failed",
 	}
 	for _, code := range codes {
 		t.Run(code, func(t *testing.T) {
