@@ -111,33 +111,12 @@ func (s *Service) openSession(ctx context.Context, u store.User, in LoginInput, 
 	if err != nil {
 		return TokenPair{}, apperr.Internal(err)
 	}
-	err = s.st.InTx(ctx, func(q store.Queries) error {
-		if newHash != "" {
-			if err := q.SetPasswordHash(ctx, u.ID, newHash, now); err != nil {
-				return err
-			}
-		}
-		old, err := q.ActiveSessionByDevice(ctx, u.ID, deviceID, now)
-		switch {
-		case err == nil:
-			if _, err := q.RevokeSession(ctx, old.ID, "replaced", now); err != nil {
-				return err
-			}
-			if err := q.AppendAudit(ctx, s.event(EventSessionRevoked, now, m, u.ID, old.ID, map[string]any{"reason": "replaced"})); err != nil {
-				return err
-			}
-		case !errors.Is(err, store.ErrNotFound):
-			return err
-		}
-		if err := q.CreateSession(ctx, sess); err != nil {
-			return err
-		}
-		if err := q.CreateRefreshToken(ctx, store.RefreshToken{
-			Hash: token.Hash(refresh), SessionID: sess.ID, UserID: u.ID, IssuedAt: now, ExpiresAt: sess.ExpiresAt,
-		}); err != nil {
-			return err
-		}
-		return q.AppendAudit(ctx, s.event(EventUserLoggedIn, now, m, u.ID, sess.ID, map[string]any{"device_id": deviceID}))
+	_, err = s.st.OpenSession(ctx, store.Login{
+		Session:         sess,
+		Token:           store.RefreshToken{Hash: token.Hash(refresh), SessionID: sess.ID, UserID: u.ID, IssuedAt: now, ExpiresAt: sess.ExpiresAt},
+		NewPasswordHash: newHash,
+		Opened:          s.event(EventUserLoggedIn, now, m, u.ID, sess.ID, map[string]any{"device_id": deviceID}),
+		Replaced:        s.event(EventSessionRevoked, now, m, u.ID, "", map[string]any{"reason": "replaced"}),
 	})
 	if err != nil {
 		return TokenPair{}, apperr.Internal(err)

@@ -80,6 +80,15 @@ type Rotation struct {
 	User  User          // the owner, set when the rotation succeeded; PasswordHash is left empty
 }
 
+// Login is what OpenSession writes for one device login.
+type Login struct {
+	Session         Session
+	Token           RefreshToken // the session's first refresh token
+	NewPasswordHash string       // replaces the user's hash when not ""
+	Opened          AuditEvent   // the login itself
+	Replaced        AuditEvent   // for a replaced session; the store sets its SessionID
+}
+
 // AuditEvent is one entry of the audit trail. Data never holds a secret.
 type AuditEvent struct {
 	ID         string    `db:"id"`
@@ -149,6 +158,14 @@ type Queries interface {
 	// SetPasswordHash replaces the user's password hash. ErrNotFound when absent.
 	SetPasswordHash(ctx context.Context, userID, hash string, now time.Time) error
 
+	// OpenSession records a device login, atomically: it revokes the user's
+	// newest active session of l.Session.DeviceID (unrevoked, unexpired at
+	// l.Session.CreatedAt) with its refresh tokens and appends l.Replaced
+	// with its SessionID set to that session; inserts l.Session, its first
+	// refresh token l.Token and l.Opened; and sets the password hash when
+	// l.NewPasswordHash is not "". It returns the id of the replaced session,
+	// "" when there was none. All of that happens or none of it.
+	OpenSession(ctx context.Context, l Login) (replaced string, err error)
 	// CreateSession inserts s.
 	CreateSession(ctx context.Context, s Session) error
 	// SessionByID returns the session or ErrNotFound.

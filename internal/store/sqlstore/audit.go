@@ -13,14 +13,18 @@ const auditColumns = `id, type, occurred_at, user_id, session_id, actor_id, ip, 
 const maxAuditPage = 1000
 
 func (q *queries) AppendAudit(ctx context.Context, e store.AuditEvent) error {
-	data := string(e.Data)
-	if data == "" {
-		data = "{}"
-	}
-	// The JSON goes in as text: lib/pq would send []byte as bytea.
 	_, err := q.exec(ctx, `INSERT INTO audit_events (`+auditColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, `+q.jsonParam()+`)`,
-		e.ID, e.Type, ts(e.OccurredAt), e.UserID, e.SessionID, e.ActorID, e.IP, e.UserAgent, e.RequestID, data)
+		e.ID, e.Type, ts(e.OccurredAt), e.UserID, e.SessionID, e.ActorID, e.IP, e.UserAgent, e.RequestID, jsonData(e.Data))
 	return err
+}
+
+// jsonData is an event's data as the database takes it: text, since lib/pq
+// would send []byte as bytea; an empty object when there is none.
+func jsonData(b []byte) string {
+	if len(b) == 0 {
+		return "{}"
+	}
+	return string(b)
 }
 
 func (q *queries) jsonParam() string {

@@ -89,10 +89,6 @@ func (q *queries) claimPostgres(ctx context.Context, hash string, next store.Ref
 	if event != nil {
 		e = *event
 	}
-	data := string(e.Data)
-	if data == "" {
-		data = "{}"
-	}
 	err := q.get(ctx, &c, `WITH old AS (
 			UPDATE refresh_tokens rt SET rotated_at = ?
 			FROM users u
@@ -121,7 +117,7 @@ func (q *queries) claimPostgres(ctx context.Context, hash string, next store.Ref
 		next.Hash, ts(next.IssuedAt), ts(next.ExpiresAt),
 		ts(now), ts(next.ExpiresAt), ip, ip, userAgent, userAgent,
 		e.ID, e.Type, ts(e.OccurredAt), e.UserID, e.UserID, e.SessionID, e.SessionID,
-		e.ActorID, e.IP, e.UserAgent, e.RequestID, data, event != nil)
+		e.ActorID, e.IP, e.UserAgent, e.RequestID, jsonData(e.Data), event != nil)
 	return c, err
 }
 

@@ -33,6 +33,7 @@ func RunTests(t *testing.T, open func(t *testing.T) store.Store) {
 	}{
 		{"Users", userTests},
 		{"Sessions", sessionTests},
+		{"Login", loginTests},
 		{"RefreshTokens", tokenTests},
 		{"InTx", txTests},
 		{"Audit", auditTests},
