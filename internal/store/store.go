@@ -148,6 +148,7 @@ type IdempotencyRecord struct {
 // atomic) or inside Store.InTx, where all calls share one transaction.
 type Queries interface {
 	AccountQueries
+	AdminQueries
 
 	// CreateUser inserts u. ErrAlreadyExists when EmailNormalized is taken.
 	CreateUser(ctx context.Context, u User) error

@@ -40,6 +40,7 @@ func RunTests(t *testing.T, open func(t *testing.T) store.Store) {
 		{"SigningKeys", keyTests},
 		{"Idempotency", idempotencyTests},
 		{"Account", accountTests},
+		{"Admin", adminTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

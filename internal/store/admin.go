@@ -1,0 +1,62 @@
+package store
+
+import (
+	"context"
+	"time"
+)
+
+// UserFilter selects users for the operators' listing; zero fields do not
+// filter. Results are oldest first: (CreatedAt, ID) ascending.
+type UserFilter struct {
+	// EmailContains keeps users whose normalized email contains it
+	// (compared as is: pass it normalized).
+	EmailContains string
+	Limit         int
+	After         *UserCursor // the (CreatedAt, ID) of the last user seen
+}
+
+// UserCursor is a position in the oldest-first user order.
+type UserCursor struct {
+	CreatedAt time.Time
+	ID        string
+}
+
+// SessionFilter selects one user's active sessions: unrevoked and unexpired
+// at ActiveAt. Results are newest first: (CreatedAt, ID) descending.
+type SessionFilter struct {
+	UserID   string
+	ActiveAt time.Time
+	Limit    int
+	After    *SessionCursor // the (CreatedAt, ID) of the last session seen
+}
+
+// SessionCursor is a position in the newest-first session order.
+type SessionCursor struct {
+	CreatedAt time.Time
+	ID        string
+}
+
+// UserChange is a partial update of a user: nil fields stay as they are.
+type UserChange struct {
+	Status         *string
+	Role           *string
+	TenantID       *string
+	OrganizationID *string
+}
+
+// AdminQueries are the operations of the operators' user management.
+type AdminQueries interface {
+	// ListUsers returns users matching f, oldest first, at most f.Limit
+	// (a backend bound applies when it is 0 or larger).
+	ListUsers(ctx context.Context, f UserFilter) ([]User, error)
+	// ListSessions returns the sessions matching f, newest first, at most
+	// f.Limit (a backend bound applies when it is 0 or larger).
+	ListSessions(ctx context.Context, f SessionFilter) ([]Session, error)
+	// UpdateUser applies the set fields of ch to the user and sets
+	// updated_at = now, even when no field changes. It returns the user as
+	// it was before and after. Inside InTx the row stays locked until the
+	// end of the transaction, so concurrent updates of one user see each
+	// other's results in before: of N concurrent updates to one status,
+	// exactly one sees the other status in before. ErrNotFound when absent.
+	UpdateUser(ctx context.Context, id string, ch UserChange, now time.Time) (before, after User, err error)
+}
