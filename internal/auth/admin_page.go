@@ -1,0 +1,84 @@
+package auth
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"strconv"
+	"time"
+
+	"github.com/palisade-auth/palisade/internal/apperr"
+)
+
+// Page sizes of the admin lists.
+const (
+	DefaultPageSize = 50
+	MaxPageSize     = 500
+)
+
+func errMalformedField(field, msg string) error {
+	e := apperr.New(apperr.KindMalformed, "malformed_request", "The request is not valid.")
+	e.Fields = []apperr.FieldError{{Field: field, Code: "invalid", Message: msg}}
+	return e
+}
+
+// pageSize applies the default to 0 and refuses what is out of range.
+func pageSize(n int) (int, error) {
+	switch {
+	case n == 0:
+		return DefaultPageSize, nil
+	case n < 1 || n > MaxPageSize:
+		return 0, errMalformedField("limit", "limit must be an integer from 1 to "+strconv.Itoa(MaxPageSize)+".")
+	}
+	return n, nil
+}
+
+// The lists a cursor may belong to: a cursor of one list handed to another
+// is refused rather than read as a position it never was.
+const (
+	cursorUsers    = "users"
+	cursorSessions = "sessions"
+	cursorAudit    = "audit"
+)
+
+// cursor is the position after the last entry of a page: its time and id,
+// the key every list is ordered by. Clients see it as an opaque string,
+// base64url of this JSON, so its form may change without breaking them.
+type cursor struct {
+	List string    `json:"l"`
+	At   time.Time `json:"t"`
+	ID   string    `json:"i"`
+}
+
+const maxCursorLen = 512
+
+func encodeCursor(list string, at time.Time, id string) string {
+	b, err := json.Marshal(cursor{List: list, At: at.UTC(), ID: id})
+	if err != nil {
+		// A struct of a string, a UTC time and a string always marshals.
+		panic(err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// decodeCursor reads a cursor of list; anything else is a malformed request.
+func decodeCursor(list, s string) (time.Time, string, error) {
+	bad := errMalformedField("cursor", "The cursor is not valid; use the next_cursor of a previous page.")
+	if len(s) > maxCursorLen {
+		return time.Time{}, "", bad
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return time.Time{}, "", bad
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	var c cursor
+	if err := dec.Decode(&c); err != nil || dec.More() {
+		return time.Time{}, "", bad
+	}
+	if c.List != list || c.At.IsZero() || c.ID == "" || !validText(c.ID, maxFilterLen) {
+		return time.Time{}, "", bad
+	}
+	return c.At.UTC(), c.ID, nil
+}
