@@ -89,7 +89,7 @@ type route struct {
 }
 
 func (a *API) routes() []route {
-	return []route{
+	return append([]route{
 		{"POST /v1/register", false, a.register},
 		{"POST /v1/login", false, a.login},
 		{"POST /v1/refresh", false, a.refresh},
@@ -106,7 +106,7 @@ func (a *API) routes() []route {
 		{"GET /health", false, a.health},
 		{"GET /.well-known/jwks.json", false, a.jwks},
 		{"GET /.well-known/openid-configuration", false, a.discovery},
-	}
+	}, a.adminRoutes()...)
 }
 
 // Patterns lists the routes, for documentation checks.
