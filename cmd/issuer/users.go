@@ -2,20 +2,25 @@ package main
 
 import (
 	"bufio"
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
+	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/palisade-auth/palisade/internal/apperr"
 	"github.com/palisade-auth/palisade/internal/auth"
 	"github.com/palisade-auth/palisade/internal/config"
+	"github.com/palisade-auth/palisade/internal/issuerapi"
 )
 
 func newUsersCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "users", Short: "Manage accounts"}
-	cmd.AddCommand(newUsersCreateCmd())
+	cmd.AddCommand(newUsersCreateCmd(), newUsersListCmd(), newUsersDisableCmd(), newUsersEnableCmd(), newUsersSetRoleCmd())
 	return cmd
 }
 
@@ -73,4 +78,149 @@ func describe(err error) error {
 		msg += fmt.Sprintf("\n  %s: %s", f.Field, f.Message)
 	}
 	return errors.New(msg)
+}
+
+// The commands below act as auth.Operator(): whoever runs them holds the
+// database URL and the key-encryption key, so no role is checked. Their
+// audit entries carry no actor_id and {"via": "cli"} in their data.
+
+// cliMeta is what the audit trail records of a command-line action.
+var cliMeta = auth.Meta{UserAgent: "issuer-cli"}
+
+// withService opens the issuer's database and runs fn with the flows.
+func withService(ctx context.Context, cfg config.Issuer, fn func(svc *auth.Service) error) error {
+	app, err := openApp(ctx, cfg, true)
+	if err != nil {
+		return err
+	}
+	defer app.Close()
+	return fn(app.Auth(0, "", "", 0, 0))
+}
+
+func newUsersListCmd() *cobra.Command {
+	var (
+		cfg    config.Issuer
+		email  string
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List accounts, oldest first (a table, or one JSON user object per line with --json)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return withService(cmd.Context(), cfg, func(svc *auth.Service) error {
+				out := newUserPrinter(cmd.OutOrStdout(), asJSON)
+				q := auth.UserQuery{Email: email, Limit: auth.MaxPageSize}
+				for {
+					page, err := svc.AdminUsers(cmd.Context(), auth.Operator(), q)
+					if err != nil {
+						return describe(err)
+					}
+					for _, u := range page.Users {
+						if err := out.print(u); err != nil {
+							return err
+						}
+					}
+					if page.Next == "" {
+						return out.flush()
+					}
+					q.Cursor = page.Next
+				}
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&email, "email", "", "only accounts whose email contains this text (case-insensitive)")
+	f.BoolVar(&asJSON, "json", false, "print one JSON object per line, as the admin API answers")
+	cfg.StoreFlags(f)
+	bindEnv(cmd)
+	return cmd
+}
+
+// userPrinter writes users as a table or as JSON lines.
+type userPrinter struct {
+	json *json.Encoder
+	tw   *tabwriter.Writer
+}
+
+func newUserPrinter(w io.Writer, asJSON bool) *userPrinter {
+	if asJSON {
+		return &userPrinter{json: json.NewEncoder(w)}
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tEMAIL\tROLE\tSTATUS\tVERIFIED\tTENANT\tORGANIZATION\tCREATED")
+	return &userPrinter{tw: tw}
+}
+
+func (p *userPrinter) print(u auth.User) error {
+	if p.json != nil {
+		return p.json.Encode(issuerapi.UserObject(u))
+	}
+	_, err := fmt.Fprintf(p.tw, "%s\t%s\t%s\t%s\t%t\t%s\t%s\t%s\n", u.ID, u.Email, u.Role, u.Status,
+		u.EmailVerifiedAt != nil, dash(u.TenantID), dash(u.OrganizationID), ts(&u.CreatedAt))
+	return err
+}
+
+func (p *userPrinter) flush() error {
+	if p.tw != nil {
+		return p.tw.Flush()
+	}
+	return nil
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// newUsersChangeCmd builds a command that changes the account named by its
+// first argument (an id, or an email when it holds an "@").
+func newUsersChangeCmd(use, short string, nargs int, patch func(args []string) auth.UserPatch, done func(u auth.User) string) *cobra.Command {
+	var cfg config.Issuer
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  cobra.ExactArgs(nargs),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withService(cmd.Context(), cfg, func(svc *auth.Service) error {
+				u, err := svc.AdminFindUser(cmd.Context(), auth.Operator(), args[0])
+				if err != nil {
+					return describe(err)
+				}
+				u, err = svc.AdminUpdateUser(cmd.Context(), auth.Operator(), u.ID, patch(args), cliMeta)
+				if err != nil {
+					return describe(err)
+				}
+				cmd.Printf("%s: user %s (%s)\n", done(u), u.ID, u.Email)
+				return nil
+			})
+		},
+	}
+	cfg.StoreFlags(cmd.Flags())
+	bindEnv(cmd)
+	return cmd
+}
+
+func status(s string) func([]string) auth.UserPatch {
+	return func([]string) auth.UserPatch { return auth.UserPatch{Status: &s} }
+}
+
+func newUsersDisableCmd() *cobra.Command {
+	return newUsersChangeCmd("disable ID|EMAIL",
+		"Disable an account: it can no longer log in or refresh, and every session of it is revoked now",
+		1, status(auth.StatusDisabled), func(auth.User) string { return "disabled" })
+}
+
+func newUsersEnableCmd() *cobra.Command {
+	return newUsersChangeCmd("enable ID|EMAIL", "Enable a disabled account", 1,
+		status(auth.StatusEnabled), func(auth.User) string { return "enabled" })
+}
+
+func newUsersSetRoleCmd() *cobra.Command {
+	return newUsersChangeCmd("set-role ID|EMAIL ROLE",
+		"Set an account's role (e.g. user, admin); it takes effect in the account's next access token",
+		2, func(args []string) auth.UserPatch { return auth.UserPatch{Role: &args[1]} },
+		func(u auth.User) string { return "role " + u.Role })
 }
