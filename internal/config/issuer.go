@@ -3,7 +3,9 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net/mail"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -42,8 +44,12 @@ type Issuer struct {
 
 	MailMode             string
 	SMTPURL              string
+	SMTPTimeout          time.Duration
 	MailFrom             string
 	PublicURL            string
+	MailMaxAttempts      int
+	MailRetryBackoff     time.Duration
+	MailPollInterval     time.Duration
 	ResetTokenTTL        time.Duration
 	VerifyTokenTTL       time.Duration
 	RequireVerifiedEmail bool
@@ -132,6 +138,10 @@ func (c *Issuer) ServeFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.SMTPURL, "smtp-url", "", "smtp://[user:pass@]host:port (STARTTLS, required unless the host is loopback) or smtps://... (implicit TLS)")
 	fs.StringVar(&c.MailFrom, "mail-from", "Palisade <no-reply@localhost>", "From address of account mails")
 	fs.StringVar(&c.PublicURL, "public-url", "", "base URL of the links in mails (default: --issuer-url)")
+	fs.DurationVar(&c.SMTPTimeout, "smtp-timeout", 30*time.Second, "time allowed for one SMTP delivery (connect, TLS, AUTH and transfer)")
+	fs.IntVar(&c.MailMaxAttempts, "mail-max-attempts", 10, "deliveries tried per mail before it is given up")
+	fs.DurationVar(&c.MailRetryBackoff, "mail-retry-backoff", 30*time.Second, "wait after a mail's first failed delivery; it doubles with each further failure, up to 1h")
+	fs.DurationVar(&c.MailPollInterval, "mail-poll-interval", 10*time.Second, "how often the mail queue is checked besides when a request queues a mail (mails of other replicas, retries, deliveries a crashed process left)")
 	fs.BoolVar(&c.RequireVerifiedEmail, "require-verified-email", false, "refuse login (403 email_not_verified) until the email address is verified")
 }
 
@@ -221,8 +231,9 @@ func (c *Issuer) ValidateServe() error {
 	switch c.MailMode {
 	case MailModeLog:
 	case MailModeSMTP:
-		if u, err := url.Parse(c.SMTPURL); err != nil || (u.Scheme != "smtp" && u.Scheme != "smtps") || u.Hostname() == "" {
-			add("--smtp-url must be smtp://host:port or smtps://host:port with --mail-mode smtp")
+		// Never echo the URL: it may carry the SMTP password.
+		if !validSMTPURL(c.SMTPURL) {
+			add("--smtp-url must be smtp://[user:pass@]host[:port] or smtps://[user:pass@]host[:port] with --mail-mode smtp")
 		}
 		if c.MailFrom == "" {
 			add("--mail-from is required with --mail-mode smtp")
@@ -230,10 +241,51 @@ func (c *Issuer) ValidateServe() error {
 	default:
 		add("--mail-mode must be log or smtp, got %q", c.MailMode)
 	}
-	if c.PublicURL != "" {
-		if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			add("--public-url must be an absolute http(s) URL, got %q", c.PublicURL)
+	if c.MailFrom != "" {
+		if _, err := mail.ParseAddress(c.MailFrom); err != nil {
+			add("--mail-from must be an address like \"Palisade <no-reply@example.com>\", got %q", c.MailFrom)
 		}
 	}
+	if c.PublicURL != "" {
+		if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+			add("--public-url must be an absolute http(s) URL without query or fragment, got %q", c.PublicURL)
+		}
+	}
+	if c.SMTPTimeout < time.Second || c.SMTPTimeout > 10*time.Minute {
+		add("--smtp-timeout must be between 1s and 10m, got %s", c.SMTPTimeout)
+	}
+	if c.MailMaxAttempts < 1 || c.MailMaxAttempts > 100 {
+		add("--mail-max-attempts must be between 1 and 100, got %d", c.MailMaxAttempts)
+	}
+	if c.MailRetryBackoff < 10*time.Millisecond || c.MailRetryBackoff > time.Hour {
+		add("--mail-retry-backoff must be between 10ms and 1h, got %s", c.MailRetryBackoff)
+	}
+	if c.MailPollInterval < 10*time.Millisecond || c.MailPollInterval > time.Hour {
+		add("--mail-poll-interval must be between 10ms and 1h, got %s", c.MailPollInterval)
+	}
 	return errors.Join(errs...)
+}
+
+// validSMTPURL checks the shape of --smtp-url: scheme smtp or smtps, a
+// host, an optional numeric port, nothing after it.
+func validSMTPURL(s string) bool {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "smtp" && u.Scheme != "smtps") || u.Hostname() == "" || u.Opaque != "" ||
+		(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+		return false
+	}
+	if p := u.Port(); p != "" {
+		n, err := strconv.Atoi(p)
+		return err == nil && n >= 1 && n <= 65535
+	}
+	return true
+}
+
+// LinkBase is the base of the links in mails: --public-url, else
+// --issuer-url, without a trailing slash.
+func (c *Issuer) LinkBase() string {
+	if c.PublicURL != "" {
+		return strings.TrimSuffix(c.PublicURL, "/")
+	}
+	return strings.TrimSuffix(c.IssuerURL, "/")
 }

@@ -65,8 +65,15 @@ func (a *App) Serve(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	mailer, err := a.mailWorker(reg)
+	if err != nil {
+		return err
+	}
+	// Set before the flows are built: they keep the hook they are given.
+	a.MailQueued = mailer.Wake
+	svc := a.authWith(hasher, cfg.IssuerURL, cfg.Audience, cfg.RefreshTokenTTL, cfg.RefreshReuseLeeway)
 	api := issuerapi.New(issuerapi.Deps{
-		Auth:        a.authWith(hasher, cfg.IssuerURL, cfg.Audience, cfg.RefreshTokenTTL, cfg.RefreshReuseLeeway),
+		Auth:        svc,
 		Keys:        a.Keys,
 		Verifier:    verifier,
 		DB:          a.Store,
@@ -87,5 +94,22 @@ func (a *App) Serve(ctx context.Context) error {
 	if err := adminSrv.Listen(cfg.AdminListen); err != nil {
 		return err
 	}
-	return httpserver.Run(ctx, main, adminSrv)
+
+	// Shutdown order: the listeners finish their requests; then the work
+	// those requests left running in the background (a forgot-password
+	// lookup, already answered 202) commits, so its mail is in the queue
+	// before the database closes; then the mail worker stops, letting a
+	// delivery in flight finish and be recorded. Whatever is still queued
+	// stays in the database for the next start or another replica.
+	mailCtx, stopMail := context.WithCancel(context.WithoutCancel(ctx))
+	mailDone := make(chan struct{})
+	go func() {
+		defer close(mailDone)
+		mailer.Run(mailCtx)
+	}()
+	err = httpserver.Run(ctx, main, adminSrv)
+	svc.Wait()
+	stopMail()
+	<-mailDone
+	return err
 }

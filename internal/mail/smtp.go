@@ -122,6 +122,9 @@ func IsLoopback(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// Host is the SMTP server's host name.
+func (s *SMTP) Host() string { return s.host }
+
 // TLSRequired reports whether the sender refuses to deliver without TLS.
 func (s *SMTP) TLSRequired() bool { return s.implicit || s.policy == gomail.TLSMandatory }
 
