@@ -157,22 +157,32 @@ func (s *Server) Messages() []Message {
 // to timeout for it; it fails the test when none comes.
 func (s *Server) Wait(t testing.TB, timeout time.Duration, match func(Message) bool) Message {
 	t.Helper()
+	return s.WaitN(t, timeout, 1, match)[0]
+}
+
+// WaitN waits up to timeout until n accepted mails match, and returns every
+// match so far, oldest first; it fails the test when fewer come.
+func (s *Server) WaitN(t testing.TB, timeout time.Duration, n int, match func(Message) bool) []Message {
+	t.Helper()
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	for {
 		s.mu.Lock()
+		var got []Message
 		for _, m := range s.msgs {
 			if match(m) {
-				s.mu.Unlock()
-				return m
+				got = append(got, m)
 			}
 		}
 		changed := s.changed
 		s.mu.Unlock()
+		if len(got) >= n {
+			return got
+		}
 		select {
 		case <-changed:
 		case <-deadline.C:
-			t.Fatalf("mailtest: no matching mail within %s; got %d mails", timeout, len(s.Messages()))
+			t.Fatalf("mailtest: %d matching mails within %s, want %d; got %d mails in all", len(got), timeout, n, len(s.Messages()))
 		}
 	}
 }

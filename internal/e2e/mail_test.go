@@ -1,0 +1,418 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/palisade-auth/palisade/internal/auth"
+	"github.com/palisade-auth/palisade/internal/mail/mailtest"
+	"github.com/palisade-auth/palisade/internal/store"
+	"github.com/palisade-auth/palisade/internal/token"
+)
+
+// mailWait bounds how long a test waits for a mail the issuer should send
+// at once.
+const mailWait = 30 * time.Second
+
+// smtpFlags points an issuer at an SMTP server on a loopback address.
+func smtpFlags(addr string, extra ...string) []string {
+	return append([]string{"--mail-mode", "smtp", "--smtp-url", "smtp://" + addr,
+		"--mail-from", "Palisade <no-reply@issuer.test>"}, extra...)
+}
+
+// waitMail waits for a mail to `to` whose link goes to base+path.
+func waitMail(t *testing.T, srv *mailtest.Server, to, base, path string) mailtest.Message {
+	t.Helper()
+	return srv.Wait(t, mailWait, func(m mailtest.Message) bool {
+		return mailtest.To(to)(m) && strings.Contains(m.Text, base+path+"?token=")
+	})
+}
+
+// mailToken returns the token of the link base+path?token=... that the
+// mail carries, after checking that its text and its HTML part carry the
+// very same link.
+func mailToken(t *testing.T, m mailtest.Message, base, path string) string {
+	t.Helper()
+	re := regexp.MustCompile(regexp.QuoteMeta(base+path+"?token=") + `([A-Za-z0-9_-]+)`)
+	sub := re.FindStringSubmatch(m.Text)
+	if sub == nil {
+		t.Fatalf("text part has no link %s%s?token=...:\n%s", base, path, m.Text)
+	}
+	if !token.WellFormed(sub[1]) {
+		t.Fatalf("the link's token %q is not a well-formed opaque token", sub[1])
+	}
+	if !strings.Contains(m.HTML, `href="`+sub[0]+`"`) {
+		t.Fatalf("HTML part does not link to %s:\n%s", sub[0], m.HTML)
+	}
+	return sub[1]
+}
+
+// mailID is the queue job behind a delivered mail: its Message-ID.
+func mailID(t *testing.T, m mailtest.Message) string {
+	t.Helper()
+	id := strings.TrimPrefix(m.Header.Get("Message-Id"), "<")
+	if i := strings.IndexByte(id, '@'); i > 0 {
+		return id[:i]
+	}
+	t.Fatalf("mail has no usable Message-ID: %q", m.Header.Get("Message-Id"))
+	return ""
+}
+
+// logLine reports whether l is a JSON log line with msg and every given
+// attribute.
+func logLine(l, msg string, attrs map[string]string) bool {
+	var m map[string]any
+	if json.Unmarshal([]byte(l), &m) != nil || m["msg"] != msg {
+		return false
+	}
+	for k, v := range attrs {
+		if m[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// waitRecorded waits until the issuer has recorded mail m as sent.
+func waitRecorded(t *testing.T, is *issuer, m mailtest.Message) {
+	t.Helper()
+	id := mailID(t, m)
+	if _, ok := is.logs.waitFor(time.Now().Add(mailWait), func(l string) bool {
+		return logLine(l, "mail sent", map[string]string{"mail_id": id})
+	}); !ok {
+		t.Fatalf("the issuer never recorded mail %s as sent", id)
+	}
+}
+
+// assertQueueEmpty checks that no mail is waiting, now or for a retry
+// later. (It leases what it finds, so call it once, when the queue should
+// be empty.)
+func assertQueueEmpty(t *testing.T, st store.Store) {
+	t.Helper()
+	jobs, err := st.ClaimMail(context.Background(), time.Now().Add(1000*time.Hour), 100, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range jobs {
+		t.Errorf("mail %s (%s to %s) is still queued, want an empty queue", j.ID, j.Kind, j.To)
+	}
+}
+
+func forgot(t *testing.T, is *issuer, email string) response {
+	t.Helper()
+	return do(t, "POST", is.base+"/v1/password/forgot", map[string]string{"email": email})
+}
+
+func me(t *testing.T, is *issuer, access string) map[string]any {
+	t.Helper()
+	r := do(t, "GET", is.base+"/v1/me", nil, bearer(access)...)
+	wantStatus(t, "me", r, http.StatusOK)
+	return r.json(t)
+}
+
+// TestMailFlows drives the account mails end to end: the real issuer sends
+// them to a real SMTP server, and the test follows their links as a user
+// would.
+func TestMailFlows(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, dbURL string) {
+		const base = "https://app.test/account"
+		srv := mailtest.Start(t, mailtest.Options{})
+		is := startIssuer(t, dbURL, smtpFlags(srv.Addr(), "--public-url", base+"/")...)
+		st := openStore(t, dbURL)
+		var secrets secretSet
+		email := uniqueEmail()
+		register(t, is, email)
+		laptop := login(t, is, email, strongPassword, "laptop")
+		secrets.tokens(laptop)
+
+		t.Run("the verification mail sent at register verifies the email", func(t *testing.T) {
+			m := waitMail(t, srv, email, base, "/verify-email")
+			if m.Subject != "Verify your email address" || m.From != "no-reply@issuer.test" {
+				t.Errorf("verification mail: subject %q from %q", m.Subject, m.From)
+			}
+			tok := mailToken(t, m, base, "/verify-email")
+			secrets.add(tok)
+			if got := me(t, is, laptop.Access)["email_verified"]; got != false {
+				t.Fatalf("email_verified before verification = %v, want false", got)
+			}
+			wantStatus(t, "verify", do(t, "POST", is.base+"/v1/email/verify", map[string]string{"token": tok}), http.StatusNoContent)
+			if got := me(t, is, laptop.Access)["email_verified"]; got != true {
+				t.Errorf("email_verified after verification = %v, want true", got)
+			}
+			wantProblem(t, "verify again", do(t, "POST", is.base+"/v1/email/verify", map[string]string{"token": tok}),
+				http.StatusBadRequest, "invalid_verification_token")
+			waitRecorded(t, is, m)
+		})
+
+		phone := login(t, is, email, strongPassword, "phone")
+		secrets.tokens(phone)
+		var resetTok string
+
+		t.Run("the reset mail goes to registered addresses only", func(t *testing.T) {
+			unknown := uniqueEmail()
+			r1 := forgot(t, is, unknown)
+			// The unknown address's background work has committed (its
+			// audit entry is there) before the known one is even asked
+			// for: a mail it had queued would be older than the known
+			// one's, and the worker sends the older first.
+			waitAudit(t, st, unknown)
+			r2 := forgot(t, is, email)
+			wantStatus(t, "forgot (unknown)", r1, http.StatusAccepted)
+			wantStatus(t, "forgot (known)", r2, http.StatusAccepted)
+			if !bytes.Equal(r1.body, r2.body) {
+				t.Errorf("forgot bodies differ: unknown %q, known %q", r1.body, r2.body)
+			}
+			m := waitMail(t, srv, email, base, "/reset-password")
+			if m.Subject != "Reset your password" {
+				t.Errorf("reset mail subject = %q", m.Subject)
+			}
+			resetTok = mailToken(t, m, base, "/reset-password")
+			secrets.add(resetTok)
+			waitRecorded(t, is, m)
+			assertQueueEmpty(t, st)
+			for _, got := range srv.Messages() {
+				if mailtest.To(unknown)(got) {
+					t.Errorf("a mail went to the unregistered address %s: %q", unknown, got.Subject)
+				}
+			}
+			if n := len(srv.Messages()); n != 2 {
+				t.Errorf("the SMTP server got %d mails, want 2 (verification and reset)", n)
+			}
+		})
+
+		t.Run("the reset token works once and ends every session", func(t *testing.T) {
+			if resetTok == "" {
+				t.Skip("no reset mail")
+			}
+			const newPassword = "an entirely new passphrase"
+			reset := func() response {
+				return do(t, "POST", is.base+"/v1/password/reset", map[string]string{"token": resetTok, "new_password": newPassword})
+			}
+			wantStatus(t, "reset", reset(), http.StatusNoContent)
+			wantProblem(t, "second use of the reset token", reset(), http.StatusBadRequest, "invalid_reset_token")
+			for name, rt := range map[string]string{"laptop": laptop.Refresh, "phone": phone.Refresh} {
+				wantProblem(t, "refresh of the "+name+" session after the reset", refresh(t, is, rt), http.StatusUnauthorized, "refresh_token_revoked")
+			}
+			wantProblem(t, "login with the old password", do(t, "POST", is.base+"/v1/login",
+				map[string]string{"email": email, "password": strongPassword}), http.StatusUnauthorized, "invalid_credentials")
+			secrets.tokens(login(t, is, email, newPassword, "laptop"))
+		})
+
+		t.Run("no token in the logs in smtp mode", func(t *testing.T) {
+			secrets.assertAbsent(t, "issuer log", is.logs.String())
+		})
+	})
+}
+
+// waitAudit waits until the issuer has recorded the forgot-password
+// request for an address without an account.
+func waitAudit(t *testing.T, st store.Store, email string) {
+	t.Helper()
+	waitAuditN(t, st, email, 1)
+}
+
+// waitAuditN waits until the issuer has recorded n forgot-password
+// requests for an address without an account.
+func waitAuditN(t *testing.T, st store.Store, email string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(mailWait)
+	for {
+		evs, err := st.ListAudit(context.Background(), store.AuditFilter{Type: auth.EventPasswordResetRequested, Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := 0
+		for _, e := range evs {
+			var d map[string]any
+			if json.Unmarshal(e.Data, &d) == nil && d["email"] == strings.ToLower(email) {
+				got++
+			}
+		}
+		if got >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d %s audit entries for %s, want %d", got, auth.EventPasswordResetRequested, email, n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestMailResetTokenExpires runs the issuer with a short reset-link
+// lifetime: once the link's stored expiry has passed, it is refused.
+func TestMailResetTokenExpires(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, dbURL string) {
+		const ttl = 3 * time.Second
+		srv := mailtest.Start(t, mailtest.Options{})
+		is := startIssuer(t, dbURL, smtpFlags(srv.Addr(), "--reset-token-ttl", ttl.String())...)
+		st := openStore(t, dbURL)
+		email := uniqueEmail()
+		register(t, is, email)
+		wantStatus(t, "forgot", forgot(t, is, email), http.StatusAccepted)
+		tok := mailToken(t, waitMail(t, srv, email, "http://issuer.test", "/reset-password"), "http://issuer.test", "/reset-password")
+
+		ot, err := st.OneTimeTokenByHash(context.Background(), token.Hash(tok))
+		if err != nil {
+			t.Fatalf("the mailed token is not stored: %v", err)
+		}
+		if got := ot.ExpiresAt.Sub(ot.CreatedAt); got != ttl {
+			t.Errorf("stored lifetime = %s, want %s", got, ttl)
+		}
+		// Wait for the stored expiry itself, a known instant.
+		for d := time.Until(ot.ExpiresAt); d > 0; d = time.Until(ot.ExpiresAt) {
+			time.Sleep(d)
+		}
+		wantProblem(t, "reset with an expired token", do(t, "POST", is.base+"/v1/password/reset",
+			map[string]string{"token": tok, "new_password": "an entirely new passphrase"}), http.StatusBadRequest, "invalid_reset_token")
+		login(t, is, email, strongPassword, "laptop") // the password did not change
+	})
+}
+
+// TestMailSMTPDown: a mail queued while the SMTP server is down is
+// delivered once a server listens on that address again.
+func TestMailSMTPDown(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, dbURL string) {
+		addr := mailtest.FreeAddr(t)
+		is := startIssuer(t, dbURL, smtpFlags(addr, "--mail-retry-backoff", "200ms")...)
+		email := uniqueEmail()
+		register(t, is, email)
+		if _, ok := is.logs.waitFor(time.Now().Add(mailWait), func(l string) bool {
+			return logLine(l, "mail delivery failed; will retry", map[string]string{"kind": store.PurposeVerifyEmail})
+		}); !ok {
+			t.Fatal("the issuer never reported a failed delivery while the SMTP server was down")
+		}
+		srv := mailtest.Start(t, mailtest.Options{Addr: addr})
+		tok := mailToken(t, waitMail(t, srv, email, "http://issuer.test", "/verify-email"), "http://issuer.test", "/verify-email")
+		wantStatus(t, "verify", do(t, "POST", is.base+"/v1/email/verify", map[string]string{"token": tok}), http.StatusNoContent)
+	})
+}
+
+// TestMailSurvivesCrash: a mail queued by an issuer that is then killed
+// (SIGKILL: no shutdown at all) is delivered by the next issuer started
+// over the same database.
+func TestMailSurvivesCrash(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, dbURL string) {
+		addr := mailtest.FreeAddr(t)
+		flags := smtpFlags(addr, "--mail-retry-backoff", "1s", "--mail-poll-interval", "200ms")
+		first := startIssuer(t, dbURL, flags...)
+		email := uniqueEmail()
+		register(t, first, email)
+		// The SMTP server is not there yet, so the mail stays queued.
+		if _, ok := first.logs.waitFor(time.Now().Add(mailWait), func(l string) bool {
+			return logLine(l, "mail delivery failed; will retry", map[string]string{"kind": store.PurposeVerifyEmail})
+		}); !ok {
+			t.Fatal("the first issuer never tried the mail")
+		}
+		if err := first.cmd.Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		<-first.exited
+
+		srv := mailtest.Start(t, mailtest.Options{Addr: addr})
+		second := startIssuerWithKEK(t, dbURL, first.kek, flags...)
+		tok := mailToken(t, waitMail(t, srv, email, "http://issuer.test", "/verify-email"), "http://issuer.test", "/verify-email")
+		wantStatus(t, "verify", do(t, "POST", second.base+"/v1/email/verify", map[string]string{"token": tok}), http.StatusNoContent)
+		if _, ok := second.logs.waitFor(time.Now().Add(mailWait), func(l string) bool {
+			return logLine(l, "mail sent", map[string]string{"kind": store.PurposeVerifyEmail})
+		}); !ok {
+			t.Error("the second issuer did not record the delivery")
+		}
+	})
+}
+
+// TestForgotPasswordIndistinguishable: known and unknown addresses get the
+// same status and byte-identical bodies, and their median latencies over 30
+// alternating requests each differ by less than a third.
+//
+// Each timed request finds the issuer in the same state. Before it, the
+// test waits for the background work of the requests before (the known
+// address's mail delivered and recorded, the unknown address's audit entry
+// written): otherwise, with strict alternation, each kind would always be
+// timed against the leftovers of the other. Then, since that wait leaves
+// the issuer idle for a varying time and an idle process answers slower,
+// one untimed request (always the unknown address) wakes it right before
+// the timed one; its background work starts only after both are answered.
+// The backends run one after the other, not in parallel, for the same
+// reason.
+func TestForgotPasswordIndistinguishable(t *testing.T) {
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			dbURL := b.url(t)
+			srv := mailtest.Start(t, mailtest.Options{})
+			is := startIssuer(t, dbURL, smtpFlags(srv.Addr())...)
+			st := openStore(t, dbURL)
+			known := uniqueEmail()
+			register(t, is, known)
+			unknown := uniqueEmail()
+			// The verification mail of the registration first.
+			waitRecorded(t, is, waitMail(t, srv, known, "http://issuer.test", "/verify-email"))
+
+			sent, audited := 0, 0
+			// timed wakes the issuer, times one request for the address,
+			// and waits until the background work of both has finished.
+			timed := func(isKnown bool) (response, time.Duration) {
+				t.Helper()
+				email := unknown
+				if isKnown {
+					email = known
+				}
+				forgot(t, is, unknown)
+				audited++
+				start := time.Now()
+				r := forgot(t, is, email)
+				took := time.Since(start)
+				if isKnown {
+					sent++
+					ms := srv.WaitN(t, mailWait, sent, func(m mailtest.Message) bool {
+						return mailtest.To(known)(m) && strings.Contains(m.Text, "/reset-password?token=")
+					})
+					waitRecorded(t, is, ms[sent-1])
+				} else {
+					audited++
+				}
+				waitAuditN(t, st, unknown, audited)
+				return r, took
+			}
+			var first response
+			for i := range 4 { // warm up both paths
+				first, _ = timed(i%2 == 0)
+			}
+			wantStatus(t, "forgot", first, http.StatusAccepted)
+			const n = 30
+			lat := map[bool][]time.Duration{}
+			for i := range 2 * n {
+				isKnown := i%2 == 0
+				r, took := timed(isKnown)
+				lat[isKnown] = append(lat[isKnown], took)
+				if r.status != first.status || !bytes.Equal(r.body, first.body) {
+					t.Fatalf("forgot(known=%v) = %d %q, want %d %q for every address", isKnown, r.status, r.body, first.status, first.body)
+				}
+			}
+			mk, mu := median(lat[true]), median(lat[false])
+			ratio := float64(max(mk, mu)) / float64(min(mk, mu))
+			t.Logf("median forgot latency over %d each: known %s, unknown %s (ratio %.2f)", n, mk, mu, ratio)
+			if ratio >= 4.0/3 {
+				t.Errorf("median forgot latency known %s vs unknown %s: ratio %.2f, want < 1.33", mk, mu, ratio)
+			}
+			if got := len(srv.Messages()); got != 1+sent {
+				t.Errorf("the SMTP server got %d mails, want %d (a verification and one reset per known request, none for the unknown)", got, 1+sent)
+			}
+		})
+	}
+}
+
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
