@@ -416,3 +416,88 @@ func median(ds []time.Duration) time.Duration {
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
+
+// TestMailVerificationRequired runs the issuer with --require-verified-email:
+// login is refused until the address is verified, and only after a correct
+// password; resend is authenticated and sends nothing while the last
+// verification mail is under a minute old or the address is verified.
+func TestMailVerificationRequired(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, dbURL string) {
+		const base = "http://issuer.test"
+		srv := mailtest.Start(t, mailtest.Options{})
+		is := startIssuer(t, dbURL, smtpFlags(srv.Addr(), "--require-verified-email")...)
+		st := openStore(t, dbURL)
+		email := uniqueEmail()
+		register(t, is, email)
+		loginAs := func(password string) response {
+			return do(t, "POST", is.base+"/v1/login", map[string]string{"email": email, "password": password})
+		}
+		wantProblem(t, "login before verification", loginAs(strongPassword), http.StatusForbidden, "email_not_verified")
+		wantProblem(t, "wrong password before verification", loginAs("not the password at all"), http.StatusUnauthorized, "invalid_credentials")
+
+		resend := func(headers ...string) response {
+			return do(t, "POST", is.base+"/v1/email/verify/resend", nil, headers...)
+		}
+		wantProblem(t, "resend without a token", resend(), http.StatusUnauthorized, "invalid_token")
+
+		m := waitMail(t, srv, email, base, "/verify-email")
+		waitRecorded(t, is, m)
+		wantStatus(t, "verify", do(t, "POST", is.base+"/v1/email/verify", map[string]string{"token": mailToken(t, m, base, "/verify-email")}), http.StatusNoContent)
+		tk := login(t, is, email, strongPassword, "laptop")
+		wantStatus(t, "resend once verified", resend(bearer(tk.Access)...), http.StatusAccepted)
+		// Resend is synchronous: anything it queued is in the queue now.
+		assertQueueEmpty(t, st)
+		if n := len(srv.Messages()); n != 1 {
+			t.Errorf("the SMTP server got %d mails, want only the verification mail of the registration", n)
+		}
+	})
+}
+
+// TestMailForgotIdempotent: a forgot-password request repeated with the same
+// Idempotency-Key is answered from the first one and queues no second mail;
+// another key is another request.
+func TestMailForgotIdempotent(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, dbURL string) {
+		const base = "http://issuer.test"
+		srv := mailtest.Start(t, mailtest.Options{})
+		is := startIssuer(t, dbURL, smtpFlags(srv.Addr())...)
+		st := openStore(t, dbURL)
+		email := uniqueEmail()
+		register(t, is, email)
+		waitRecorded(t, is, waitMail(t, srv, email, base, "/verify-email"))
+
+		forgotKey := func(key string) response {
+			return do(t, "POST", is.base+"/v1/password/forgot", map[string]string{"email": email}, "Idempotency-Key", key)
+		}
+		first, again := forgotKey("forgot-1"), forgotKey("forgot-1")
+		wantStatus(t, "forgot", first, http.StatusAccepted)
+		wantStatus(t, "forgot again with the same key", again, http.StatusAccepted)
+		if !bytes.Equal(first.body, again.body) || again.header.Get("Idempotent-Replayed") != "true" {
+			t.Errorf("replay = %q (Idempotent-Replayed %q), want %q replayed", again.body, again.header.Get("Idempotent-Replayed"), first.body)
+		}
+		wantProblem(t, "same key, other body", do(t, "POST", is.base+"/v1/password/forgot",
+			map[string]string{"email": uniqueEmail()}, "Idempotency-Key", "forgot-1"), http.StatusUnprocessableEntity, "idempotency_key_reused")
+		isReset := func(m mailtest.Message) bool {
+			return mailtest.To(email)(m) && strings.Contains(m.Text, "/reset-password?token=")
+		}
+		// The first key's mail is out before the second key is used, so
+		// the second link is the newer one.
+		waitRecorded(t, is, srv.WaitN(t, mailWait, 1, isReset)[0])
+		wantStatus(t, "forgot with another key", forgotKey("forgot-2"), http.StatusAccepted)
+		resets := srv.WaitN(t, mailWait, 2, isReset)
+		waitRecorded(t, is, resets[1])
+		// Every request's background work has finished: the last reset
+		// mail was sent, so the requests before it were processed too.
+		assertQueueEmpty(t, st)
+		if n := len(srv.Messages()); n != 3 {
+			t.Errorf("the SMTP server got %d mails, want 3 (verification, one reset per key)", n)
+		}
+		// The newer reset link replaced the older one.
+		tokA, tokB := mailToken(t, resets[0], base, "/reset-password"), mailToken(t, resets[1], base, "/reset-password")
+		reset := func(tok string) response {
+			return do(t, "POST", is.base+"/v1/password/reset", map[string]string{"token": tok, "new_password": "an entirely new passphrase"})
+		}
+		wantProblem(t, "reset with the replaced link", reset(tokA), http.StatusBadRequest, "invalid_reset_token")
+		wantStatus(t, "reset with the newest link", reset(tokB), http.StatusNoContent)
+	})
+}
