@@ -15,7 +15,7 @@ import (
 func (f *fixture) mailedToken(t *testing.T, kind, email string) string {
 	t.Helper()
 	f.svc.Wait()
-	jobs, err := f.st.ClaimMail(context.Background(), f.clock.now().Add(time.Hour), 100, time.Minute)
+	jobs, err := f.st.ClaimMail(context.Background(), f.clock.Now().Add(time.Hour), 100, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func TestPasswordReset(t *testing.T) {
 		f.forgot("reset@example.com")
 		newer := f.mailedToken(t, store.PurposePasswordReset, "reset@example.com")
 		wantCode(t, "reset with a replaced token", f.svc.ResetPassword(ctx, old, "yet another passphrase", auth.Meta{}), "invalid_reset_token")
-		f.clock.advance(31 * time.Minute)
+		f.clock.Advance(31 * time.Minute)
 		wantCode(t, "reset with an expired token", f.svc.ResetPassword(ctx, newer, "yet another passphrase", auth.Meta{}), "invalid_reset_token")
 	})
 }
@@ -104,7 +104,7 @@ func TestEmailVerification(t *testing.T) {
 		if err := f.svc.ResendVerification(ctx, u.ID, auth.Meta{}); err != nil {
 			t.Fatal(err)
 		}
-		if jobs, _ := f.st.ClaimMail(ctx, f.clock.now().Add(time.Hour), 100, time.Minute); len(jobs) != 0 {
+		if jobs, _ := f.st.ClaimMail(ctx, f.clock.Now().Add(time.Hour), 100, time.Minute); len(jobs) != 0 {
 			t.Errorf("resend for a verified address queued %d mails, want 0", len(jobs))
 		}
 	})
@@ -120,10 +120,10 @@ func TestResendVerificationIsRateLimited(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if jobs, _ := f.st.ClaimMail(ctx, f.clock.now().Add(time.Hour), 100, time.Minute); len(jobs) != 0 {
+	if jobs, _ := f.st.ClaimMail(ctx, f.clock.Now().Add(time.Hour), 100, time.Minute); len(jobs) != 0 {
 		t.Errorf("resend within a minute of the last mail queued %d mails, want 0", len(jobs))
 	}
-	f.clock.advance(2 * time.Minute)
+	f.clock.Advance(2 * time.Minute)
 	f.svc.ResendVerification(ctx, u.ID, auth.Meta{})
 	f.mailedToken(t, store.PurposeVerifyEmail, "resend@example.com")
 }

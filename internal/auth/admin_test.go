@@ -334,7 +334,7 @@ func TestAdminUsersPages(t *testing.T) {
 		for i := range 7 {
 			// Every second user shares the previous one's creation time.
 			if i%2 == 0 {
-				f.clock.advance(time.Second)
+				f.clock.Advance(time.Second)
 			}
 			want = append(want, f.user(t, fmt.Sprintf("user%d@example.com", i)).ID)
 		}
@@ -494,7 +494,7 @@ func TestAdminAuditPages(t *testing.T) {
 		if err != nil || len(byType.Events) != 2 {
 			t.Errorf("AdminAudit(type user.logged_in) = %d events, %v; want 2", len(byType.Events), err)
 		}
-		now := f.clock.now()
+		now := f.clock.Now()
 		for _, tc := range []struct {
 			name         string
 			since, until time.Time

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 
 	"github.com/palisade-auth/palisade/internal/apperr"
 	"github.com/palisade-auth/palisade/internal/auth"
+	"github.com/palisade-auth/palisade/internal/clocktest"
 	"github.com/palisade-auth/palisade/internal/keys"
 	"github.com/palisade-auth/palisade/internal/password"
 	"github.com/palisade-auth/palisade/internal/store"
@@ -22,23 +22,10 @@ import (
 	"github.com/palisade-auth/palisade/internal/token"
 )
 
-// clock is a settable time source.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 type fixture struct {
 	svc    *auth.Service
 	st     store.Store
-	clock  *clock
+	clock  *clocktest.Clock
 	sealer *keys.Sealer
 }
 
@@ -60,7 +47,7 @@ func newFixtureWith(t testing.TB, dbURL string, leeway time.Duration, params pas
 	if err := st.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	c := &clock{t: time.Now().UTC().Truncate(time.Second)}
+	c := clocktest.New(time.Now().UTC().Truncate(time.Second))
 	kek := make([]byte, keys.KEKSize)
 	if _, err := io.ReadFull(rand.Reader, kek); err != nil {
 		t.Fatal(err)
@@ -69,7 +56,7 @@ func newFixtureWith(t testing.TB, dbURL string, leeway time.Duration, params pas
 	if err != nil {
 		t.Fatal(err)
 	}
-	km := keys.NewManager(st, sealer, keys.Options{AccessTokenTTL: 15 * time.Minute, ReloadInterval: time.Hour}, c.now, rand.Reader)
+	km := keys.NewManager(st, sealer, keys.Options{AccessTokenTTL: 15 * time.Minute, ReloadInterval: time.Hour}, c.Now, rand.Reader)
 	if err := km.EnsureKey(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -79,9 +66,9 @@ func newFixtureWith(t testing.TB, dbURL string, leeway time.Duration, params pas
 	}
 	svc := auth.New(auth.Deps{
 		Store: st, Hasher: password.NewHasher(params, 0, rand.Reader), Policy: password.DefaultPolicy(),
-		Minter:          token.NewMinter(km, "http://issuer.test", "api", 15*time.Minute, c.now, rand.Reader),
+		Minter:          token.NewMinter(km, "http://issuer.test", "api", 15*time.Minute, c.Now, rand.Reader),
 		SuccessorSecret: sealer.DeriveSecret("refresh-successor"),
-		Logger:          slog.New(slog.DiscardHandler), Now: c.now, Rand: rand.Reader, Sealer: sealer,
+		Logger:          slog.New(slog.DiscardHandler), Now: c.Now, Rand: rand.Reader, Sealer: sealer,
 	}, cfg)
 	return &fixture{svc: svc, st: st, clock: c, sealer: sealer}
 }
@@ -130,7 +117,7 @@ func TestReuseLeeway(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f.clock.advance(5 * time.Second)
+		f.clock.Advance(5 * time.Second)
 		again, err := f.svc.Refresh(ctx, a.RefreshToken, auth.Meta{})
 		if err != nil {
 			t.Fatalf("Refresh(parent within leeway) = %v, want the successor again", err)
@@ -177,7 +164,7 @@ func TestReuseAfterLeewayIsTheft(t *testing.T) {
 	if _, err := f.svc.Refresh(ctx, a.RefreshToken, auth.Meta{}); err != nil {
 		t.Fatal(err)
 	}
-	f.clock.advance(11 * time.Second)
+	f.clock.Advance(11 * time.Second)
 	_, err := f.svc.Refresh(ctx, a.RefreshToken, auth.Meta{})
 	wantCode(t, "Refresh(parent after leeway)", err, "refresh_token_revoked")
 	evs, err := f.st.ListAudit(ctx, store.AuditFilter{Type: auth.EventRefreshTokenReuse, Limit: 10})
@@ -206,7 +193,7 @@ func TestRefreshExpired(t *testing.T) {
 	ctx := context.Background()
 	f.user(t, "exp@example.com")
 	a := f.login(t, "exp@example.com", "")
-	f.clock.advance(24*time.Hour + time.Second)
+	f.clock.Advance(24*time.Hour + time.Second)
 	_, err := f.svc.Refresh(ctx, a.RefreshToken, auth.Meta{})
 	wantCode(t, "Refresh(expired)", err, "refresh_token_expired")
 	_, err = f.svc.Refresh(ctx, "AAAA", auth.Meta{})
@@ -247,7 +234,7 @@ func TestBcryptUpgradedOnLogin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	now := f.clock.now()
+	now := f.clock.Now()
 	u := store.User{ID: "legacy-1", Email: "legacy@example.com", EmailNormalized: "legacy@example.com",
 		PasswordHash: string(legacy), Role: "user", Status: store.StatusEnabled, CreatedAt: now, UpdatedAt: now}
 	if err := f.st.CreateUser(ctx, u); err != nil {
@@ -267,7 +254,7 @@ func TestBcryptUpgradedOnLogin(t *testing.T) {
 func TestDisabledAccount(t *testing.T) {
 	f := newFixture(t, testdb.SQLite(t), 0)
 	ctx := context.Background()
-	now := f.clock.now()
+	now := f.clock.Now()
 	hash, err := password.NewHasher(cheap, 1, rand.Reader).Hash(ctx, pw)
 	if err != nil {
 		t.Fatal(err)

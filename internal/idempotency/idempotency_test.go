@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/palisade-auth/palisade/internal/apperr"
+	"github.com/palisade-auth/palisade/internal/clocktest"
 	"github.com/palisade-auth/palisade/internal/idempotency"
 	"github.com/palisade-auth/palisade/internal/store"
 	"github.com/palisade-auth/palisade/internal/store/sqlstore"
@@ -85,24 +86,6 @@ func TestFingerprint(t *testing.T) {
 	}
 }
 
-// clock is a settable time source safe for concurrent use.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 // backends runs f against a fresh store of each real database.
 func backends(t *testing.T, f func(t *testing.T, st store.Store)) {
 	t.Helper()
@@ -130,8 +113,8 @@ func backends(t *testing.T, f func(t *testing.T, st store.Store)) {
 
 // newKeys returns Keys over st with a clock starting at a time with a
 // sub-second part, so timestamp precision is exercised.
-func newKeys(st store.Store) (*idempotency.Keys, *clock) {
-	c := &clock{t: time.Date(2025, 3, 14, 15, 9, 26, 535897000, time.UTC)}
+func newKeys(st store.Store) (*idempotency.Keys, *clocktest.Clock) {
+	c := clocktest.New(time.Date(2025, 3, 14, 15, 9, 26, 535897000, time.UTC))
 	return idempotency.New(st, c.Now), c
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/lestrrat-go/jwx/v2/jwk"
 
+	"github.com/palisade-auth/palisade/internal/clocktest"
 	"github.com/palisade-auth/palisade/internal/keys"
 	"github.com/palisade-auth/palisade/internal/store"
 	"github.com/palisade-auth/palisade/internal/store/sqlstore"
@@ -36,32 +37,6 @@ const (
 )
 
 var epoch = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
-
-// fakeClock is the injected time; tests advance it instead of sleeping.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *fakeClock { return &fakeClock{t: epoch} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
-func (c *fakeClock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = t
-}
 
 // backend is a database the Manager tests run on; open returns a new
 // handle on the same database each call, as another replica would have.
@@ -99,7 +74,7 @@ func forEachBackend(t *testing.T, fn func(t *testing.T, b backend)) {
 	}
 }
 
-func newManager(st store.Store, sealer *keys.Sealer, clk *fakeClock) *keys.Manager {
+func newManager(st store.Store, sealer *keys.Sealer, clk *clocktest.Clock) *keys.Manager {
 	return keys.NewManager(st, sealer, keys.Options{
 		AccessTokenTTL: accessTTL, ClockSkew: skew, ReloadInterval: reload,
 	}, clk.Now, rand.Reader)
@@ -159,7 +134,7 @@ func TestEnsureKey(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		ctx := context.Background()
 		st := b.open(t)
-		clk := newClock()
+		clk := clocktest.New(epoch)
 		sealer := newSealer(t, testKEK(t))
 		m := newManager(st, sealer, clk)
 
@@ -217,7 +192,7 @@ func TestEnsureKey(t *testing.T) {
 func TestEnsureKeyConcurrent(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		ctx := context.Background()
-		clk := newClock()
+		clk := clocktest.New(epoch)
 		sealer := newSealer(t, testKEK(t))
 		const replicas = 4
 		managers := make([]*keys.Manager, replicas)
@@ -263,7 +238,7 @@ func TestEnsureKeyConcurrent(t *testing.T) {
 func TestSigningKeyAndJWKS(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		ctx := context.Background()
-		clk := newClock()
+		clk := clocktest.New(epoch)
 		m := newManager(b.open(t), newSealer(t, testKEK(t)), clk)
 
 		if _, err := m.SigningKey(ctx); !errors.Is(err, keys.ErrNoActiveKey) {
@@ -360,7 +335,7 @@ func TestSigningKeyAndJWKS(t *testing.T) {
 func TestSigningKeyWrongKEK(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		ctx := context.Background()
-		clk := newClock()
+		clk := clocktest.New(epoch)
 		if err := newManager(b.open(t), newSealer(t, testKEK(t)), clk).EnsureKey(ctx); err != nil {
 			t.Fatalf("EnsureKey: %v", err)
 		}
@@ -378,7 +353,7 @@ func TestSigningKeyWrongKEK(t *testing.T) {
 func TestRotate(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		ctx := context.Background()
-		clk := newClock()
+		clk := clocktest.New(epoch)
 		m := newManager(b.open(t), newSealer(t, testKEK(t)), clk)
 		if err := m.EnsureKey(ctx); err != nil {
 			t.Fatalf("EnsureKey: %v", err)
@@ -510,7 +485,7 @@ func TestRotate(t *testing.T) {
 func TestRotateStaleReplica(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		ctx := context.Background()
-		clk := newClock()
+		clk := clocktest.New(epoch)
 		sealer := newSealer(t, testKEK(t))
 		a := newManager(b.open(t), sealer, clk)
 		stale := newManager(b.open(t), sealer, clk)
@@ -562,7 +537,7 @@ func TestRotateStaleReplica(t *testing.T) {
 func TestKeyAcrossReplicas(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		ctx := context.Background()
-		clk := newClock()
+		clk := clocktest.New(epoch)
 		sealer := newSealer(t, testKEK(t))
 		a := newManager(b.open(t), sealer, clk)
 		other := newManager(b.open(t), sealer, clk)
@@ -603,7 +578,7 @@ func TestKeyAcrossReplicas(t *testing.T) {
 func TestKeyUnknown(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		ctx := context.Background()
-		clk := newClock()
+		clk := clocktest.New(epoch)
 		m := newManager(b.open(t), newSealer(t, testKEK(t)), clk)
 		if err := m.EnsureKey(ctx); err != nil {
 			t.Fatalf("EnsureKey: %v", err)
@@ -624,7 +599,7 @@ func TestKeyUnknown(t *testing.T) {
 func TestSigningKeyOnlyNextKey(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		ctx := context.Background()
-		clk := newClock()
+		clk := clocktest.New(epoch)
 		m := newManager(b.open(t), newSealer(t, testKEK(t)), clk)
 		info, err := m.Rotate(ctx, 5*time.Minute, nil)
 		if err != nil {
@@ -648,7 +623,7 @@ func TestSigningKeyOnlyNextKey(t *testing.T) {
 func TestRotateSameInstant(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		ctx := context.Background()
-		clk := newClock()
+		clk := clocktest.New(epoch)
 		m := newManager(b.open(t), newSealer(t, testKEK(t)), clk)
 		if err := m.EnsureKey(ctx); err != nil {
 			t.Fatalf("EnsureKey: %v", err)

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/palisade-auth/palisade/internal/auth"
+	"github.com/palisade-auth/palisade/internal/clocktest"
 	"github.com/palisade-auth/palisade/internal/keys"
 	"github.com/palisade-auth/palisade/internal/mail"
 	"github.com/palisade-auth/palisade/internal/mail/mailtest"
@@ -25,25 +26,12 @@ import (
 	"github.com/palisade-auth/palisade/internal/token"
 )
 
-// clock is a settable time source.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = t
-}
-
 // fixture is a worker over a real database and a real SMTP server.
 type fixture struct {
 	st     *sqlstore.Store
 	sealer *keys.Sealer
 	smtp   *mailtest.Server
-	clock  *clock
+	clock  *clocktest.Clock
 	reg    *prometheus.Registry
 	logs   *syncBuffer
 	w      *mail.Worker
@@ -95,12 +83,12 @@ func newFixture(t *testing.T, dbURL string, srvOpts mailtest.Options, cfg mail.C
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{st: st, sealer: sealer, smtp: srv, clock: &clock{t: time.Now().UTC().Truncate(time.Second)},
+	f := &fixture{st: st, sealer: sealer, smtp: srv, clock: clocktest.New(time.Now().UTC().Truncate(time.Second)),
 		reg: prometheus.NewRegistry(), logs: &syncBuffer{}}
 	if cfg.PublicURL == "" {
 		cfg.PublicURL = "https://app.example.com"
 	}
-	f.w, err = mail.NewWorker(st, sealer, sender, cfg, f.clock.now, slog.New(slog.NewJSONHandler(f.logs, nil)), f.reg)
+	f.w, err = mail.NewWorker(st, sealer, sender, cfg, f.clock.Now, slog.New(slog.NewJSONHandler(f.logs, nil)), f.reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +108,7 @@ func (f *fixture) enqueue(t *testing.T, kind, to string) (string, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	now := f.clock.now()
+	now := f.clock.Now()
 	if err := f.st.EnqueueMail(context.Background(), store.MailJob{
 		ID: id, Kind: kind, UserID: "u-" + id, To: to, Name: "Ada", SealedToken: sealed, CreatedAt: now, NextAttemptAt: now,
 	}); err != nil {
@@ -134,7 +122,7 @@ func (f *fixture) enqueue(t *testing.T, kind, to string) (string, string) {
 // the queue.)
 func (f *fixture) pending(t *testing.T) int {
 	t.Helper()
-	jobs, err := f.st.ClaimMail(context.Background(), f.clock.now().Add(1000*time.Hour), 100, time.Minute)
+	jobs, err := f.st.ClaimMail(context.Background(), f.clock.Now().Add(1000*time.Hour), 100, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +217,7 @@ func TestWorkerRetriesThenGivesUp(t *testing.T) {
 			MaxAttempts: 4, Backoff: 10 * time.Second, MaxBackoff: 15 * time.Second,
 		})
 		f.smtp.Reject(&smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "mailbox busy"})
-		start := f.clock.now()
+		start := f.clock.Now()
 		f.enqueue(t, store.PurposeVerifyEmail, "ada@example.com")
 
 		// Attempt n fails at the time shown; the next one is due after
@@ -248,7 +236,7 @@ func TestWorkerRetriesThenGivesUp(t *testing.T) {
 			{1000 * time.Hour, 4},
 		}
 		for _, s := range steps {
-			f.clock.set(start.Add(s.at))
+			f.clock.Set(start.Add(s.at))
 			f.drain(t)
 			if got := f.smtp.Attempts(); got != s.wantAttempts {
 				t.Fatalf("at +%s: server saw %d attempts, want %d", s.at, got, s.wantAttempts)
@@ -298,14 +286,14 @@ func TestWorkerGivesUpWhatCannotSucceed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		now := f.clock.now()
+		now := f.clock.Now()
 		if err := f.st.EnqueueMail(context.Background(), store.MailJob{
 			ID: id, Kind: store.PurposeVerifyEmail, To: "ada@example.com", SealedToken: sealed, CreatedAt: now, NextAttemptAt: now,
 		}); err != nil {
 			t.Fatal(err)
 		}
 		f.enqueue(t, store.PurposePasswordReset, "grace@example.com")
-		f.clock.set(now.Add(30 * time.Minute))
+		f.clock.Set(now.Add(30 * time.Minute))
 		f.drain(t)
 		if n := f.smtp.Attempts(); n != 0 {
 			t.Errorf("server saw %d attempts, want 0", n)

@@ -10,11 +10,12 @@ import (
 
 	"github.com/lestrrat-go/jwx/v2/jwk"
 
+	"github.com/palisade-auth/palisade/internal/clocktest"
 	"github.com/palisade-auth/palisade/pkg/verify"
 	"github.com/palisade-auth/palisade/pkg/verify/verifytest"
 )
 
-func newCachedVerifier(t testing.TB, src verify.KeySource, clk *fakeClock, size int, skew time.Duration) *verify.Verifier {
+func newCachedVerifier(t testing.TB, src verify.KeySource, clk *clocktest.Clock, size int, skew time.Duration) *verify.Verifier {
 	t.Helper()
 	v, err := verify.New(src, verify.Config{
 		Issuer: issuer, Audience: audience, Algorithms: []string{"RS256", "HS256"},
@@ -28,7 +29,7 @@ func newCachedVerifier(t testing.TB, src verify.KeySource, clk *fakeClock, size 
 
 func TestCacheHit(t *testing.T) {
 	f := getFixture()
-	clk := newFakeClock()
+	clk := clocktest.New(now)
 	v := newCachedVerifier(t, verify.NewStaticSource(f.set), clk, 100, 0)
 	tok := f.ks.Mint(t, verifytest.Claims{Subject: "user-1", Role: "admin", Audience: []string{"api", "other"}})
 	ctx := context.Background()
@@ -79,7 +80,7 @@ func TestCacheAgreesWithUncached(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			clk := newFakeClock()
+			clk := clocktest.New(now)
 			src := verify.NewStaticSource(f.set)
 			cached := newCachedVerifier(t, src, clk, 100, skew)
 			plain := newCachedVerifier(t, src, clk, 0, skew)
@@ -103,7 +104,7 @@ func TestCacheKeyLeavesSource(t *testing.T) {
 	ks := verifytest.NewKeySet(t)
 	ks.Now = clock
 	srv := newJWKSServer(t, ks)
-	clk := newFakeClock()
+	clk := clocktest.New(now)
 	s := newManualRemote(t, srv, clk, verify.RemoteOptions{})
 	mustRefresh(t, s)
 	v := newCachedVerifier(t, s, clk, 100, 0)
@@ -146,7 +147,7 @@ func TestCacheKeyLeavesSource(t *testing.T) {
 
 func TestCacheForeignSource(t *testing.T) {
 	f := getFixture()
-	clk := newFakeClock()
+	clk := clocktest.New(now)
 	set := jwk.NewSet()
 	k, _ := f.set.LookupKeyID("test-1")
 	_ = set.AddKey(k)
@@ -196,7 +197,7 @@ func TestCacheBounded(t *testing.T) {
 	f := getFixture()
 	for _, size := range []int{1, 100, 1000, 5000} {
 		t.Run(fmt.Sprint(size), func(t *testing.T) {
-			v := newCachedVerifier(t, verify.NewStaticSource(f.set), newFakeClock(), size, 0)
+			v := newCachedVerifier(t, verify.NewStaticSource(f.set), clocktest.New(now), size, 0)
 			for i, tok := range hsTokens(size + 100) {
 				if _, err := v.Verify(context.Background(), tok); err != nil {
 					t.Fatalf("Verify #%d = %v", i, err)
@@ -211,7 +212,7 @@ func TestCacheBounded(t *testing.T) {
 
 func TestCacheConcurrent(t *testing.T) {
 	f := getFixture()
-	clk := newFakeClock()
+	clk := clocktest.New(now)
 	v := newCachedVerifier(t, verify.NewStaticSource(f.set), clk, 16, 0)
 	toks := hsTokens(64) // more than fit: constant eviction
 	var wg sync.WaitGroup

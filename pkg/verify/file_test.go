@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/palisade-auth/palisade/internal/clocktest"
 	"github.com/palisade-auth/palisade/pkg/verify"
 	"github.com/palisade-auth/palisade/pkg/verify/verifytest"
 )
@@ -19,9 +20,9 @@ func writeFile(t *testing.T, path string, b []byte) {
 	}
 }
 
-func newManualFile(t *testing.T, path string) (*verify.FileSource, *fakeClock) {
+func newManualFile(t *testing.T, path string) (*verify.FileSource, *clocktest.Clock) {
 	t.Helper()
-	clk := newFakeClock()
+	clk := clocktest.New(now)
 	s, err := verify.NewManualFileSource(path, verify.FileOptions{Now: clk.Now})
 	if err != nil {
 		t.Fatalf("NewFileSource(%q) = %v", path, err)

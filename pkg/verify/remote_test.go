@@ -10,13 +10,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/palisade-auth/palisade/internal/clocktest"
 	"github.com/palisade-auth/palisade/pkg/verify"
 	"github.com/palisade-auth/palisade/pkg/verify/verifytest"
 )
 
 // newManualRemote returns a RemoteSource without its background loop, on
 // the fake clock.
-func newManualRemote(t *testing.T, srv *jwksServer, clk *fakeClock, opts verify.RemoteOptions) *verify.RemoteSource {
+func newManualRemote(t *testing.T, srv *jwksServer, clk *clocktest.Clock, opts verify.RemoteOptions) *verify.RemoteSource {
 	t.Helper()
 	opts.Now = clk.Now
 	s, err := verify.NewManualRemoteSource(context.Background(), srv.url(), opts)
@@ -36,7 +37,7 @@ func mustRefresh(t *testing.T, s *verify.RemoteSource) {
 
 // remoteVerifier verifies against src with the fixture's issuer and
 // audience on clk.
-func remoteVerifier(t *testing.T, src verify.KeySource, clk *fakeClock, cacheSize int) *verify.Verifier {
+func remoteVerifier(t *testing.T, src verify.KeySource, clk *clocktest.Clock, cacheSize int) *verify.Verifier {
 	t.Helper()
 	v, err := verify.New(src, verify.Config{Issuer: issuer, Audience: audience, Now: clk.Now, CacheSize: cacheSize})
 	if err != nil {
@@ -49,7 +50,7 @@ func TestRemoteSourceNotReady(t *testing.T) {
 	ks := getFixture().ks
 	srv := newJWKSServer(t, ks)
 	srv.serve(http.StatusInternalServerError, []byte("down"), "")
-	clk := newFakeClock()
+	clk := clocktest.New(now)
 	s := newManualRemote(t, srv, clk, verify.RemoteOptions{})
 	ctx := context.Background()
 
@@ -105,7 +106,7 @@ func TestRemoteSourceSchedule(t *testing.T) {
 					inner.ServeHTTP(w, r)
 				})
 			}
-			clk := newFakeClock()
+			clk := clocktest.New(now)
 			s := newManualRemote(t, srv, clk, verify.RemoteOptions{})
 			ctx := context.Background()
 			if due, err := s.RefreshIfDue(ctx); !due || err != nil {
@@ -130,7 +131,7 @@ func TestRemoteSourceUnknownKidSingleFlight(t *testing.T) {
 	ks := verifytest.NewKeySet(t)
 	ks.Now = clock
 	srv := newJWKSServer(t, ks)
-	clk := newFakeClock()
+	clk := clocktest.New(now)
 	s := newManualRemote(t, srv, clk, verify.RemoteOptions{})
 	mustRefresh(t, s)
 	v := remoteVerifier(t, s, clk, 0)
@@ -157,7 +158,7 @@ func TestRemoteSourceUnknownKidSingleFlight(t *testing.T) {
 func TestRemoteSourceUnknownKidLimits(t *testing.T) {
 	ks := getFixture().ks
 	srv := newJWKSServer(t, ks)
-	clk := newFakeClock()
+	clk := clocktest.New(now)
 	s := newManualRemote(t, srv, clk, verify.RemoteOptions{
 		UnknownKidRefetchInterval: 10 * time.Second,
 		NegativeCacheTTL:          30 * time.Second,
@@ -218,7 +219,7 @@ func TestRemoteSourceFailuresKeepGoodSet(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := newJWKSServer(t, f.ks)
-			clk := newFakeClock()
+			clk := clocktest.New(now)
 			var reported []error
 			var mu sync.Mutex
 			s := newManualRemote(t, srv, clk, verify.RemoteOptions{
@@ -261,7 +262,7 @@ func TestRemoteSourceRotation(t *testing.T) {
 	ks := verifytest.NewKeySet(t)
 	ks.Now = clock
 	srv := newJWKSServer(t, ks)
-	clk := newFakeClock()
+	clk := clocktest.New(now)
 	s := newManualRemote(t, srv, clk, verify.RemoteOptions{})
 	mustRefresh(t, s)
 	ctx := context.Background()
