@@ -36,6 +36,7 @@ func TestAdminAPI(t *testing.T) {
 		victim := login(t, is, f.victimEmail, strongPassword, "laptop")
 
 		adminForbidden(t, f, victim.Access)
+		adminHostile(t, f)
 		adminReads(t, f)
 		adminDisable(t, f, victim)
 		adminWritesRereadTheAdmin(t, f)
@@ -93,6 +94,32 @@ func adminForbidden(t *testing.T, f *adminFixture, userAccess string) {
 	}
 	if items, _ := adminList(t, f, "/v1/admin/users/"+f.victimID+"/sessions"); len(items) != 1 {
 		t.Errorf("victim sessions after the refused requests = %d, want 1", len(items))
+	}
+}
+
+// adminHostile sends ids and filters PostgreSQL cannot take (NUL, invalid
+// UTF-8) as the admin: each is a 400, where they were once 500s, and the
+// issuer is none the worse.
+func adminHostile(t *testing.T, f *adminFixture) {
+	victim := "/v1/admin/users/" + f.victimID
+	for _, rq := range []struct{ name, method, path, body string }{
+		{"NUL id", "GET", "/v1/admin/users/%00", ""},
+		{"invalid UTF-8 id", "GET", "/v1/admin/users/%ff", ""},
+		{"NUL id sessions", "GET", "/v1/admin/users/%00/sessions", ""},
+		{"NUL id revoke", "DELETE", "/v1/admin/users/%00/sessions", ""},
+		{"NUL id patch", "PATCH", "/v1/admin/users/%00", `{"role":"user"}`},
+		{"NUL email filter", "GET", "/v1/admin/users?email=%00", ""},
+		{"invalid UTF-8 email filter", "GET", "/v1/admin/users?email=%c3%28", ""},
+		{"NUL user filter", "GET", "/v1/admin/audit?user_id=%00", ""},
+		{"NUL in a patch", "PATCH", victim, `{"tenant_id":"t\u0000"}`},
+	} {
+		t.Run("Hostile/"+rq.name, func(t *testing.T) {
+			wantProblem(t, rq.name, adminSend(t, f, rq.method, rq.path, rq.body, bearer(f.admin.Access)...),
+				http.StatusBadRequest, "malformed_request")
+		})
+	}
+	if u := adminGet(t, f, f.admin.Access, victim); u["tenant_id"] != nil {
+		t.Errorf("victim after the hostile patch = %v, want no tenant", u)
 	}
 }
 

@@ -151,10 +151,16 @@ func (a *API) Handler(metrics *httpserver.Metrics) http.Handler {
 }
 
 // problemMux answers unrouted requests (404, 405) with problem+json instead
-// of ServeMux's plain text, keeping the Allow header it computes.
+// of ServeMux's plain text, keeping the Allow header it computes, and
+// refuses URLs that are not text before any route sees them.
 type problemMux struct{ mux *http.ServeMux }
 
 func (p problemMux) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !validURL(r) {
+		problem.Write(w, problem.Problem{Status: http.StatusBadRequest, Code: "malformed_request",
+			Detail: "The URL's path and query must be UTF-8 without NUL characters."})
+		return
+	}
 	if _, pattern := p.mux.Handler(r); pattern != "" {
 		p.mux.ServeHTTP(w, r)
 		return

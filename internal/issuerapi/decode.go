@@ -7,7 +7,10 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/url"
+	"reflect"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/palisade-auth/palisade/internal/apperr"
 )
@@ -67,8 +70,85 @@ func decodeJSON(body []byte, dst any) error {
 	if _, err := dec.Token(); err != io.EOF {
 		return errMalformed("The request body has data after the JSON object.")
 	}
+	if field, ok := nulString(reflect.ValueOf(dst), ""); ok {
+		e := errMalformed("A field contains a NUL character.")
+		e.Fields = []apperr.FieldError{{Field: field, Code: "invalid", Message: "This field must not contain NUL characters."}}
+		return e
+	}
 	return nil
 }
+
+// nulString finds a string holding U+0000 in a decoded request and names
+// its field. JSON allows "\u0000", but no field of this API means it, and
+// PostgreSQL cannot store it: the statement would fail as a server error.
+func nulString(v reflect.Value, field string) (string, bool) {
+	switch v.Kind() {
+	case reflect.String:
+		return field, strings.ContainsRune(v.String(), 0)
+	case reflect.Pointer, reflect.Interface:
+		if v.IsNil() {
+			return "", false
+		}
+		return nulString(v.Elem(), field)
+	case reflect.Struct:
+		t := v.Type()
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if !f.IsExported() {
+				continue
+			}
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if name == "" {
+				name = f.Name
+			}
+			if got, ok := nulString(v.Field(i), name); ok {
+				return got, true
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		for i := range v.Len() {
+			if got, ok := nulString(v.Index(i), field); ok {
+				return got, true
+			}
+		}
+	case reflect.Map:
+		for it := v.MapRange(); it.Next(); {
+			if got, ok := nulString(it.Key(), field); ok {
+				return got, true
+			}
+			if got, ok := nulString(it.Value(), field); ok {
+				return got, true
+			}
+		}
+	}
+	return "", false
+}
+
+// validURL reports whether the request's path and query, decoded, are UTF-8
+// without NUL: what reaches the store as an id or a filter must be text
+// PostgreSQL can take.
+func validURL(r *http.Request) bool {
+	if !validURLText(r.URL.Path) {
+		return false
+	}
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return false
+	}
+	for k, vs := range q {
+		if !validURLText(k) {
+			return false
+		}
+		for _, v := range vs {
+			if !validURLText(v) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func validURLText(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune(s, 0) }
 
 // decode is readBody followed by decodeJSON.
 func (a *API) decode(w http.ResponseWriter, r *http.Request, dst any) error {

@@ -1,6 +1,8 @@
 package issuerapi
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -51,6 +53,10 @@ func TestDecodeJSON(t *testing.T) {
 		{"empty", ``, true, ""},
 		{"truncated", `{"email":`, true, ""},
 		{"duplicate keys (last wins)", `{"email":"a","email":"b"}`, false, ""},
+		{"NUL in a string", `{"email":"a","password":"x\u0000y"}`, true, "password"},
+		{"NUL in an optional string", `{"email":"a","device_name":"\u0000"}`, true, "device_name"},
+		{"NUL in an ignored field", `{"email":"a","extra":"\u0000"}`, false, ""},
+		{"escaped backslash before u0000", `{"email":"\\u0000"}`, false, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -96,7 +102,7 @@ func TestReadBodyLimit(t *testing.T) {
 func FuzzDecodeJSON(f *testing.F) {
 	for _, s := range []string{
 		`{"email":"a@b.c","password":"pw","device_id":"d"}`, `{"email":1}`, `[]`, `null`, `{`, `{"a":"\ud800"}`,
-		"{\"email\":\"\xff\"}", `{"refresh_token":"` + strings.Repeat("A", 43) + `"}`, `{}{}`, `{"email":{"$gt":""}}`,
+		"{\"email\":\"\xff\"}", `{"refresh_token":"` + strings.Repeat("A", 43) + `"}`, `{}{}`, `{"email":{"$gt":""}}`, `{"password":"\u0000"}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -104,6 +110,10 @@ func FuzzDecodeJSON(f *testing.F) {
 		for _, dst := range []any{&loginRequest{}, &registerRequest{}, &refreshRequest{}} {
 			err := decodeJSON(body, dst)
 			if err == nil {
+				// What is accepted can be stored: no NUL anywhere.
+				if out, _ := json.Marshal(dst); bytes.Contains(out, []byte(`\u0000`)) {
+					t.Fatalf("decodeJSON(%q) accepted a NUL: %s", body, out)
+				}
 				continue
 			}
 			var e *apperr.Error
