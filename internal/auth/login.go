@@ -104,7 +104,7 @@ func (s *Service) openSession(ctx context.Context, u store.User, in LoginInput, 
 	}
 	sess := store.Session{
 		ID: s.newID(), UserID: u.ID, DeviceID: deviceID, DeviceName: in.DeviceName,
-		UserAgent: truncate(m.UserAgent, 512), IP: m.IP,
+		UserAgent: m.userAgent(), IP: m.IP,
 		CreatedAt: now, LastUsedAt: now, ExpiresAt: now.Add(s.cfg.RefreshTokenTTL),
 	}
 	access, err := s.minter.Mint(ctx, claimsFor(u, sess.ID))

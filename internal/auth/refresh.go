@@ -33,7 +33,7 @@ func (s *Service) Refresh(ctx context.Context, presented string, m Meta) (TokenP
 	// The rotation and its audit entry are one atomic store operation (one
 	// round trip on PostgreSQL); the owner comes back with it.
 	used := s.event(EventRefreshTokenUsed, now, m, "", "", nil)
-	rot, err := s.st.RotateRefreshToken(ctx, hash, child, now, m.IP, truncate(m.UserAgent, 512), &used)
+	rot, err := s.st.RotateRefreshToken(ctx, hash, child, now, m.IP, m.userAgent(), &used)
 	switch {
 	case err == nil:
 		return s.pair(ctx, rot.User, rot.Token.SessionID, next, s.cfg.RefreshTokenTTL)
@@ -127,7 +127,7 @@ func (s *Service) replaySuccessor(ctx context.Context, rot store.Rotation, next 
 		if u, err = enabledUser(ctx, q, t.UserID); err != nil {
 			return err
 		}
-		if err := q.TouchSession(ctx, t.SessionID, now, m.IP, truncate(m.UserAgent, 512)); err != nil {
+		if err := q.TouchSession(ctx, t.SessionID, now, m.IP, m.userAgent()); err != nil {
 			return err
 		}
 		return q.AppendAudit(ctx, s.event(EventRefreshTokenUsed, now, m, t.UserID, t.SessionID,

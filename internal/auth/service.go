@@ -8,7 +8,9 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"strings"
 	"time"
+	"unicode"
 
 	"github.com/google/uuid"
 
@@ -56,6 +58,21 @@ type Meta struct {
 	IP        string
 	UserAgent string
 	RequestID string
+}
+
+const maxUserAgent = 512
+
+// userAgent is the caller's User-Agent as it is stored: the client sends
+// any bytes it likes, and PostgreSQL refuses NUL and invalid UTF-8, so it
+// is made valid UTF-8 without control characters, at most 512 bytes.
+func (m Meta) userAgent() string {
+	ua := strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return -1
+		}
+		return r
+	}, strings.ToValidUTF8(m.UserAgent, "\uFFFD"))
+	return truncate(ua, maxUserAgent)
 }
 
 // TokenPair is what login and refresh return.
@@ -152,7 +169,7 @@ func (s *Service) event(typ string, at time.Time, m Meta, userID, sessionID stri
 	}
 	return store.AuditEvent{
 		ID: s.newID(), Type: typ, OccurredAt: at, UserID: userID, SessionID: sessionID,
-		IP: m.IP, UserAgent: truncate(m.UserAgent, 512), RequestID: m.RequestID, Data: raw,
+		IP: m.IP, UserAgent: m.userAgent(), RequestID: m.RequestID, Data: raw,
 	}
 }
 

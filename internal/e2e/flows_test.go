@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -31,6 +32,7 @@ func TestIssuerFlows(t *testing.T) {
 		t.Run("idempotency key on register", func(t *testing.T) { idempotentRegister(t, is, &secrets) })
 		t.Run("well-known and health", func(t *testing.T) { wellKnown(t, is) })
 		t.Run("bad input", func(t *testing.T) { badInput(t, is) })
+		t.Run("any User-Agent is stored as text", func(t *testing.T) { hostileUserAgent(t, is, &secrets) })
 		t.Run("cli users create and keys rotate", func(t *testing.T) { cli(t, is, &secrets) })
 
 		t.Run("no secret in logs or audit", func(t *testing.T) {
@@ -195,13 +197,29 @@ func sameFailure(t *testing.T, is *issuer, sec *secretSet) {
 	if string(unknown.body) != string(wrong.body) {
 		t.Errorf("bodies differ:\nunknown email: %s\nwrong password: %s", unknown.body, wrong.body)
 	}
+	// The rate-limit reset is a wall-clock second: two answers a moment
+	// apart may straddle one. Anything else must be equal.
+	ru, rw := unknown.header.Get("X-RateLimit-Reset"), wrong.header.Get("X-RateLimit-Reset")
+	if u, w := atoi(t, ru), atoi(t, rw); w-u < 0 || w-u > 1 {
+		t.Errorf("X-RateLimit-Reset: unknown email %s, wrong password %s (asked later), want the same second or the next", ru, rw)
+	}
 	for _, h := range []http.Header{unknown.header, wrong.header} {
 		h.Del("Date")
 		h.Del("X-Request-Id")
+		h.Del("X-RateLimit-Reset")
 	}
 	if a, b := headerString(unknown.header), headerString(wrong.header); a != b {
 		t.Errorf("headers differ:\nunknown email: %s\nwrong password: %s", a, b)
 	}
+}
+
+func atoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatalf("%q is not an integer", s)
+	}
+	return n
 }
 
 func headerString(h http.Header) string {
@@ -467,6 +485,42 @@ func badInput(t *testing.T, is *issuer) {
 	}
 	// The server is still healthy after all that.
 	wantStatus(t, "health after bad input", do(t, "GET", is.base+"/health", nil), http.StatusOK)
+}
+
+// hostileUserAgent: the User-Agent is the client's bytes, stored with the
+// session and the audit trail. Invalid UTF-8 and control characters once
+// made PostgreSQL refuse the login (a 500); now they are replaced or
+// dropped, and the flows work.
+func hostileUserAgent(t *testing.T, is *issuer, sec *secretSet) {
+	email := uniqueEmail()
+	const ua = "bad \xff\xfe agent \xc2\x85 end"
+	r := do(t, "POST", is.base+"/v1/register", map[string]string{"email": email, "password": strongPassword}, "User-Agent", ua)
+	wantStatus(t, "register with a hostile User-Agent", r, http.StatusCreated)
+	r = do(t, "POST", is.base+"/v1/login", map[string]string{"email": email, "password": strongPassword, "device_id": "d"}, "User-Agent", ua)
+	wantStatus(t, "login with a hostile User-Agent", r, http.StatusOK)
+	var tk struct {
+		Access  string `json:"access_token"`
+		Refresh string `json:"refresh_token"`
+	}
+	if err := json.Unmarshal(r.body, &tk); err != nil {
+		t.Fatal(err)
+	}
+	sec.add(tk.Access, tk.Refresh)
+	r = do(t, "POST", is.base+"/v1/refresh", map[string]string{"refresh_token": tk.Refresh}, "User-Agent", ua)
+	wantStatus(t, "refresh with a hostile User-Agent", r, http.StatusOK)
+	r = do(t, "GET", is.base+"/v1/sessions", nil, bearer(tk.Access)...)
+	wantStatus(t, "sessions", r, http.StatusOK)
+	var list struct {
+		Sessions []struct {
+			UserAgent string `json:"user_agent"`
+		} `json:"sessions"`
+	}
+	if err := json.Unmarshal(r.body, &list); err != nil || len(list.Sessions) != 1 {
+		t.Fatalf("sessions = %s (%v), want one", r.body, err)
+	}
+	if got, want := list.Sessions[0].UserAgent, "bad \ufffd agent  end"; got != want {
+		t.Errorf("stored User-Agent = %q, want %q", got, want)
+	}
 }
 
 func cli(t *testing.T, is *issuer, sec *secretSet) {
