@@ -156,6 +156,20 @@ func TestIssuer(t *testing.T) {
 		e.ValueFrom.SecretKeyRef.Name != "issuer-secrets" || e.ValueFrom.SecretKeyRef.Key != "database-url" {
 		t.Errorf("issuer ISSUER_DATABASE_URL = %+v, want secretKeyRef issuer-secrets/database-url", e)
 	}
+	// Mails go out by SMTP (log mode would put live reset links in the
+	// log), through a relay URL from the Secret: it may hold a password.
+	if e, _ := env(c, "ISSUER_MAIL_MODE"); e.Value != "smtp" {
+		t.Errorf("issuer ISSUER_MAIL_MODE = %q, want smtp", e.Value)
+	}
+	if e, ok := env(c, "ISSUER_SMTP_URL"); !ok || e.Value != "" || e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil ||
+		e.ValueFrom.SecretKeyRef.Name != "issuer-secrets" || e.ValueFrom.SecretKeyRef.Key != "smtp-url" {
+		t.Errorf("issuer ISSUER_SMTP_URL = %+v, want secretKeyRef issuer-secrets/smtp-url", e)
+	}
+	for _, name := range []string{"ISSUER_MAIL_FROM", "ISSUER_PUBLIC_URL"} {
+		if e, _ := env(c, name); e.Value == "" {
+			t.Errorf("issuer %s is not set", name)
+		}
+	}
 	// The KEK file lies in a read-only mount of the issuer-kek Secret.
 	kek, _ := env(c, "ISSUER_KEK_FILE")
 	var kekMounted bool
@@ -175,6 +189,9 @@ func TestIssuer(t *testing.T) {
 	for _, e := range c.Env {
 		if e.Name != "ISSUER_DATABASE_URL" && strings.Contains(strings.ToLower(e.Value), "postgres://") {
 			t.Errorf("issuer env %s holds a database URL literal", e.Name)
+		}
+		if v := strings.ToLower(e.Value); strings.HasPrefix(v, "smtp://") || strings.HasPrefix(v, "smtps://") {
+			t.Errorf("issuer env %s holds an SMTP URL literal", e.Name)
 		}
 	}
 	// Probes from the kubelet cannot reach a loopback admin listener.
