@@ -62,7 +62,7 @@ func (s *Service) Login(ctx context.Context, in LoginInput, m Meta) (TokenPair, 
 	}
 	if u.Status != store.StatusEnabled {
 		s.recordFailure(ctx, m, u.ID, "account_disabled", "")
-		return TokenPair{}, apperr.New(apperr.KindForbidden, "account_disabled", "The account is disabled.")
+		return TokenPair{}, errAccountDisabled()
 	}
 	if s.cfg.RequireVerifiedEmail && u.EmailVerifiedAt == nil {
 		s.recordFailure(ctx, m, u.ID, "email_not_verified", "")
@@ -118,6 +118,11 @@ func (s *Service) openSession(ctx context.Context, u store.User, in LoginInput, 
 		Opened:          s.event(EventUserLoggedIn, now, m, u.ID, sess.ID, map[string]any{"device_id": deviceID}),
 		Replaced:        s.event(EventSessionRevoked, now, m, u.ID, "", map[string]any{"reason": "replaced"}),
 	})
+	if errors.Is(err, store.ErrPrecondition) {
+		// Disabled while its password was being checked.
+		s.recordFailure(ctx, m, u.ID, "account_disabled", "")
+		return TokenPair{}, errAccountDisabled()
+	}
 	if err != nil {
 		return TokenPair{}, apperr.Internal(err)
 	}
@@ -137,4 +142,8 @@ func remaining(t, now time.Time) time.Duration {
 		return d
 	}
 	return 0
+}
+
+func errAccountDisabled() error {
+	return apperr.New(apperr.KindForbidden, "account_disabled", "The account is disabled.")
 }

@@ -44,7 +44,7 @@ func (s *Service) ChangePassword(ctx context.Context, userID, sessionID string, 
 		return apperr.Internal(err)
 	}
 	if u.Status != store.StatusEnabled {
-		return apperr.New(apperr.KindForbidden, "account_disabled", "The account is disabled.")
+		return errAccountDisabled()
 	}
 	ok, _, err := s.hasher.Verify(ctx, password.Normalize(in.Current), u.PasswordHash)
 	if err != nil && !errors.Is(err, password.ErrMalformedHash) {

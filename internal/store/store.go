@@ -165,7 +165,10 @@ type Queries interface {
 	// with its SessionID set to that session; inserts l.Session, its first
 	// refresh token l.Token and l.Opened; and sets the password hash when
 	// l.NewPasswordHash is not "". It returns the id of the replaced session,
-	// "" when there was none. All of that happens or none of it.
+	// "" when there was none. All of that happens or none of it. Nothing
+	// happens, and the error is ErrPrecondition, when the user is not
+	// enabled (ErrNotFound when there is no such user); a concurrent disable
+	// either sees the new session (and can revoke it) or prevents it.
 	OpenSession(ctx context.Context, l Login) (replaced string, err error)
 	// CreateSession inserts s.
 	CreateSession(ctx context.Context, s Session) error

@@ -1,6 +1,8 @@
 package storetest
 
 import (
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -11,6 +13,8 @@ var loginTests = []subtest{
 	{"OpenSession", testOpenSession},
 	{"OpenSessionReplacesTheDevice", testOpenSessionReplaces},
 	{"OpenSessionIsAtomic", testOpenSessionAtomic},
+	{"OpenSessionRefusesADisabledUser", testOpenSessionDisabled},
+	{"OpenSessionRacesADisable", testOpenSessionRacesDisable},
 }
 
 // newLogin builds a login of user on device at t0, not yet written.
@@ -122,5 +126,83 @@ func testOpenSessionAtomic(t *testing.T, s store.Store) {
 	}
 	if got, _ := s.UserByID(t.Context(), u.ID); got.PasswordHash == l.NewPasswordHash {
 		t.Errorf("failed OpenSession changed the password hash")
+	}
+}
+
+// A disabled user's login writes nothing: no session, no token, no event,
+// no new password hash, and the device's session is not replaced.
+func testOpenSessionDisabled(t *testing.T, s store.Store) {
+	u := newUser(t, s, func(x *store.User) { x.Status = store.StatusDisabled })
+	old := newSession(t, s, u.ID, func(x *store.Session) { x.DeviceID = "phone" })
+	l := newLogin(t, u.ID, "phone")
+	l.NewPasswordHash = "$argon2id$v=19$m=19456,t=2,p=1$bmV3c2FsdA$bmV3aGFzaA"
+	if _, err := s.OpenSession(t.Context(), l); !errors.Is(err, store.ErrPrecondition) {
+		t.Fatalf("OpenSession(disabled user) = %v, want ErrPrecondition", err)
+	}
+	checkNothingOpened(t, s, u.ID, l)
+	if got := mustSession(t, s, old.ID); got.RevokedAt != nil {
+		t.Errorf("OpenSession(disabled user) revoked the device's session")
+	}
+	if _, err := s.OpenSession(t.Context(), newLogin(t, newID(t), "phone")); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("OpenSession(no such user) = %v, want ErrNotFound", err)
+	}
+}
+
+// A login that reaches the database while a disable is in flight (its
+// transaction has changed the status and revoked the sessions, and has not
+// committed) must not leave a live session behind: it waits for the
+// disable and writes nothing, or, had it come first, it would have been
+// revoked with the others.
+func testOpenSessionRacesDisable(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	u := newUser(t, s)
+	l := newLogin(t, u.ID, "phone")
+	done := make(chan error, 1)
+	err := s.InTx(ctx, func(q store.Queries) error {
+		disabled := store.StatusDisabled
+		if _, _, err := q.UpdateUser(ctx, u.ID, store.UserChange{Status: &disabled}, t0); err != nil {
+			return err
+		}
+		if _, err := q.RevokeUserSessions(ctx, u.ID, "account_disabled", t0); err != nil {
+			return err
+		}
+		go func() {
+			_, err := s.OpenSession(ctx, l)
+			done <- err
+		}()
+		// The login cannot finish while the disable holds the user (a
+		// row lock on PostgreSQL, the write lock on SQLite). Holding it a
+		// moment lets the login reach the database and wait there; a
+		// login that returns meanwhile did not wait, which is the bug.
+		select {
+		case err := <-done:
+			return fmt.Errorf("OpenSession returned (%v) while the disable was uncommitted", err)
+		case <-time.After(300 * time.Millisecond):
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("disable = %v", err)
+	}
+	if err := <-done; !errors.Is(err, store.ErrPrecondition) {
+		t.Fatalf("OpenSession racing the disable = %v, want ErrPrecondition", err)
+	}
+	checkNothingOpened(t, s, u.ID, l)
+}
+
+// checkNothingOpened checks that login l left no trace for user userID.
+func checkNothingOpened(t *testing.T, s store.Store, userID string, l store.Login) {
+	t.Helper()
+	if _, err := s.SessionByID(t.Context(), l.Session.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("SessionByID(refused login) = %v, want ErrNotFound", err)
+	}
+	if _, err := s.RefreshTokenByHash(t.Context(), l.Token.Hash); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("RefreshTokenByHash(refused login) = %v, want ErrNotFound", err)
+	}
+	if got := auditOf(t, s, userID, ""); len(got) != 0 {
+		t.Errorf("refused login left %d audit entries", len(got))
+	}
+	if got, _ := s.UserByID(t.Context(), userID); got.PasswordHash == l.NewPasswordHash {
+		t.Errorf("refused login changed the password hash")
 	}
 }
