@@ -70,12 +70,13 @@ func (q *queries) openSessionPostgres(ctx context.Context, l store.Login) (strin
 		Replaced string `db:"replaced"`
 		Opened   bool   `db:"opened"`
 	}
-	// Every write hangs on u, the user's row locked only while enabled: a
-	// concurrent disable (which locks the row to update it) either waits
-	// for this login and then revokes its session with the others, or
-	// commits first, and then u is empty and nothing is written.
+	// Every write hangs on u, the user's row locked only while enabled (FOR
+	// KEY SHARE: the mode the foreign keys of the inserts take anyway, and
+	// one the disable's FOR UPDATE waits for): a concurrent disable either
+	// waits for this login and then revokes its session with the others,
+	// or commits first, and then u is empty and nothing is written.
 	err := q.get(ctx, &res, `WITH u AS (
-			SELECT id FROM users WHERE id = ? AND status = ? FOR SHARE
+			SELECT id FROM users WHERE id = ? AND status = ? FOR KEY SHARE
 		), pw AS (
 			UPDATE users SET password_hash = ?, updated_at = ? WHERE id IN (SELECT id FROM u) AND ? <> ''
 		), old AS (

@@ -89,11 +89,21 @@ func (q *queries) claimPostgres(ctx context.Context, hash string, next store.Ref
 	if event != nil {
 		e = *event
 	}
-	err := q.get(ctx, &c, `WITH old AS (
+	// owner locks the user's row (FOR KEY SHARE, as the child's foreign key
+	// would), only while enabled, before the token's row is touched: a disable locks the user first too, so the two queue
+	// instead of deadlocking (the token rotated first, then the insert's
+	// foreign-key check waiting on the disable's user lock, while the
+	// disable waits on the token to revoke it). A rotation that waited for
+	// a disable finds the owner disabled and rotates nothing.
+	err := q.get(ctx, &c, `WITH owner AS (
+			SELECT id FROM users
+			WHERE id = (SELECT user_id FROM refresh_tokens WHERE token_hash = ?) AND status = ?
+			FOR KEY SHARE
+		), old AS (
 			UPDATE refresh_tokens rt SET rotated_at = ?
 			FROM users u
 			WHERE rt.token_hash = ? AND rt.rotated_at IS NULL AND rt.revoked_at IS NULL AND rt.expires_at > ?
-				AND u.id = rt.user_id AND u.status = ?
+				AND u.id = rt.user_id AND u.id IN (SELECT id FROM owner)
 			RETURNING rt.token_hash, rt.session_id, rt.user_id, rt.parent_hash, rt.issued_at, rt.expires_at,
 				rt.rotated_at, rt.revoked_at, `+ownerColumns+`
 		), child AS (
@@ -113,7 +123,8 @@ func (q *queries) claimPostgres(ctx context.Context, hash string, next store.Ref
 			FROM old WHERE ?
 		)
 		SELECT * FROM old`,
-		ts(now), hash, ts(now), store.StatusEnabled,
+		hash, store.StatusEnabled,
+		ts(now), hash, ts(now),
 		next.Hash, ts(next.IssuedAt), ts(next.ExpiresAt),
 		ts(now), ts(next.ExpiresAt), ip, ip, userAgent, userAgent,
 		e.ID, e.Type, ts(e.OccurredAt), e.UserID, e.UserID, e.SessionID, e.SessionID,

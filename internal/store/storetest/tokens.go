@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ var tokenTests = []subtest{
 	{"RotateConcurrent", testRotateConcurrent},
 	{"RotateReturnsOwnerAndAudits", testRotateReturnsOwnerAndAudits},
 	{"RotateDisabledOwner", testRotateDisabledOwner},
+	{"RotateRacesADisable", testRotateRacesDisable},
 }
 
 func testTokenCreateAndGet(t *testing.T, s store.Store) {
@@ -281,5 +283,46 @@ func testRotateDisabledOwner(t *testing.T, s store.Store) {
 	checkUnchanged(t, s, sess, tok, child)
 	if got, _ := s.ListAudit(t.Context(), store.AuditFilter{Type: "refresh_token.used"}); len(got) != 0 {
 		t.Errorf("ListAudit after a refused rotation = %d events, want 0", len(got))
+	}
+}
+
+// A rotation that reaches the database while a disable is in flight (its
+// transaction has changed the status and not yet revoked the sessions)
+// waits for it and rotates nothing; the disable then commits, without a
+// deadlock between the two (each would hold a row the other needs if the
+// rotation took the token before the user).
+func testRotateRacesDisable(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	u := newUser(t, s)
+	sess := newSession(t, s, u.ID)
+	tok := newToken(t, s, sess)
+	child := childOf(t, tok, t0)
+	done := make(chan error, 1)
+	err := s.InTx(ctx, func(q store.Queries) error {
+		disabled := store.StatusDisabled
+		if _, _, err := q.UpdateUser(ctx, u.ID, store.UserChange{Status: &disabled}, t0); err != nil {
+			return err
+		}
+		go func() {
+			_, err := s.RotateRefreshToken(ctx, tok.Hash, child, t0, "", "", nil)
+			done <- err
+		}()
+		// As in the login race: the rotation cannot finish while the
+		// disable holds the user; holding it a moment lets the rotation
+		// reach the database first.
+		select {
+		case err := <-done:
+			return fmt.Errorf("RotateRefreshToken returned (%v) while the disable was uncommitted", err)
+		case <-time.After(300 * time.Millisecond):
+		}
+		_, err := q.RevokeUserSessions(ctx, u.ID, "account_disabled", t0)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("disable = %v, want nil", err)
+	}
+	wantErr(t, "RotateRefreshToken racing the disable", <-done, store.ErrPrecondition)
+	if _, err := s.RefreshTokenByHash(ctx, child.Hash); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("RefreshTokenByHash(child) = %v, want ErrNotFound: the rotation wrote a token", err)
 	}
 }
