@@ -94,14 +94,17 @@ const flowClients = 4
 func BenchmarkRefresh(b *testing.B) {
 	benchDBs(b, func(b *testing.B, dbURL string) {
 		f := newFixtureWith(b, dbURL, 0, password.Params{Memory: 64, Time: 1, Threads: 1, SaltLen: 16, KeyLen: 32})
-		f.user(b, "bench@example.com")
 		ctx := context.Background()
-		var device atomic.Int64
+		var client atomic.Int64
 		b.SetParallelism(flowClients)
 		b.ResetTimer()
 		b.RunParallel(func(pb *testing.PB) {
-			// Each goroutine refreshes its own session's chain.
-			tok := f.login(b, "bench@example.com", fmt.Sprint("dev-", device.Add(1))).RefreshToken
+			// Each client is a user of its own refreshing its session's
+			// chain, as in real traffic: refreshes of one user queue on
+			// that user's row (see RotateRefreshToken).
+			email := fmt.Sprintf("bench-%d@example.com", client.Add(1))
+			f.user(b, email)
+			tok := f.login(b, email, "laptop").RefreshToken
 			for pb.Next() {
 				p, err := f.svc.Refresh(ctx, tok, auth.Meta{})
 				if err != nil {
