@@ -172,11 +172,12 @@ func (s *Service) ResetPassword(ctx context.Context, tok, newPassword string, m 
 		if _, err := q.ConsumeOneTimeToken(ctx, hash, store.PurposePasswordReset, now); err != nil {
 			return err
 		}
-		if err := q.SetPasswordHash(ctx, u.ID, pwHash, now); err != nil {
-			return err
-		}
+		// Revoke before setting the hash, as at password change.
 		revoked, err := q.RevokeUserSessions(ctx, u.ID, "password_reset", now)
 		if err != nil {
+			return err
+		}
+		if err := q.SetPasswordHash(ctx, u.ID, pwHash, now); err != nil {
 			return err
 		}
 		if err := q.SetEmailVerified(ctx, u.ID, now); err != nil {

@@ -63,11 +63,14 @@ func (s *Service) ChangePassword(ctx context.Context, userID, sessionID string, 
 	}
 	now := s.clock()
 	err = s.st.InTx(ctx, func(q store.Queries) error {
-		if err := q.SetPasswordHash(ctx, u.ID, hash, now); err != nil {
-			return err
-		}
+		// Revoking first takes the user's row lock before the hash update
+		// does: a login in flight finishes first (and its session is
+		// revoked) instead of deadlocking with this.
 		revoked, err := q.RevokeUserSessions(ctx, u.ID, "password_changed", now)
 		if err != nil {
+			return err
+		}
+		if err := q.SetPasswordHash(ctx, u.ID, hash, now); err != nil {
 			return err
 		}
 		return q.AppendAudit(ctx, s.event(EventPasswordChanged, now, m, u.ID, sessionID, map[string]any{"revoked_sessions": len(revoked)}))

@@ -184,7 +184,11 @@ type Queries interface {
 	// when there is no such session.
 	RevokeSession(ctx context.Context, id, reason string, now time.Time) (bool, error)
 	// RevokeUserSessions revokes every unrevoked session and refresh token of
-	// the user and returns the ids of the sessions it revoked.
+	// the user and returns the ids of the sessions it revoked. A login or a
+	// rotation of the user in flight finishes first, and what it wrote is
+	// revoked too; one that comes later waits for this. Inside InTx, call
+	// it before other writes to the user's row, which would otherwise lock
+	// it in an order a concurrent login could deadlock with.
 	RevokeUserSessions(ctx context.Context, userID, reason string, now time.Time) ([]string, error)
 
 	// CreateRefreshToken inserts the first token of a session.

@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/palisade-auth/palisade/internal/store"
@@ -61,6 +62,17 @@ func (q *queries) RevokeSession(ctx context.Context, id, reason string, now time
 func (q *queries) RevokeUserSessions(ctx context.Context, userID, reason string, now time.Time) (ids []string, err error) {
 	err = q.atomic(ctx, func(q *queries) error {
 		ids = nil
+		// The user's row first, as logins and rotations take it (key
+		// share) before their session and token rows: one in flight
+		// finishes before this starts, and this sees what it wrote. Taking
+		// the sessions first could deadlock with a rotation that holds its
+		// token and waits for its session.
+		if q.dialect == Postgres {
+			var id string
+			if err := q.get(ctx, &id, `SELECT id FROM users WHERE id = ? FOR UPDATE`, userID); err != nil && !errors.Is(err, store.ErrNotFound) {
+				return err
+			}
+		}
 		if err := q.selectAll(ctx, &ids, `SELECT id FROM sessions
 			WHERE user_id = ? AND revoked_at IS NULL ORDER BY id`+q.forUpdate(), userID); err != nil {
 			return err

@@ -15,6 +15,7 @@ var loginTests = []subtest{
 	{"OpenSessionIsAtomic", testOpenSessionAtomic},
 	{"OpenSessionRefusesADisabledUser", testOpenSessionDisabled},
 	{"OpenSessionRacesADisable", testOpenSessionRacesDisable},
+	{"RevokeUserSessionsWaitsForALogin", testRevokeWaitsForLogin},
 }
 
 // newLogin builds a login of user on device at t0, not yet written.
@@ -188,6 +189,43 @@ func testOpenSessionRacesDisable(t *testing.T, s store.Store) {
 		t.Fatalf("OpenSession racing the disable = %v, want ErrPrecondition", err)
 	}
 	checkNothingOpened(t, s, u.ID, l)
+}
+
+// A revocation of every session (logout everywhere, password change)
+// while a login is uncommitted waits for it and revokes its session too:
+// the login must not survive a revocation that started after it.
+func testRevokeWaitsForLogin(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	u := newUser(t, s)
+	l := newLogin(t, u.ID, "phone")
+	done := make(chan error, 1)
+	err := s.InTx(ctx, func(q store.Queries) error {
+		if _, err := q.OpenSession(ctx, l); err != nil {
+			return err
+		}
+		go func() {
+			_, err := s.RevokeUserSessions(ctx, u.ID, "logout_all", t0)
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			return fmt.Errorf("RevokeUserSessions returned (%v) while a login was uncommitted", err)
+		case <-time.After(300 * time.Millisecond):
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("login = %v", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("RevokeUserSessions = %v", err)
+	}
+	if got := mustSession(t, s, l.Session.ID); got.RevokedAt == nil {
+		t.Error("the login's session survived the revocation")
+	}
+	if got := mustToken(t, s, l.Token.Hash); got.RevokedAt == nil {
+		t.Error("the login's refresh token survived the revocation")
+	}
 }
 
 // checkNothingOpened checks that login l left no trace for user userID.
