@@ -42,6 +42,14 @@ func (q *queries) ActiveSessions(ctx context.Context, userID string, now time.Ti
 
 func (q *queries) RevokeSession(ctx context.Context, id, reason string, now time.Time) (changed bool, err error) {
 	err = q.atomic(ctx, func(q *queries) error {
+		// The owner's row first, as rotations and logins take it before
+		// their token and session rows: a refresh of this session in
+		// flight finishes, and its new token is revoked below, where
+		// taking the session first deadlocked with it (the rotation
+		// holding its token, waiting for the session).
+		if err := q.lockOwner(ctx, `SELECT user_id FROM sessions WHERE id = ?`, id); err != nil {
+			return err
+		}
 		var exists int
 		if err := q.get(ctx, &exists, `SELECT 1 FROM sessions WHERE id = ?`+q.forUpdate(), id); err != nil {
 			return err
@@ -67,11 +75,8 @@ func (q *queries) RevokeUserSessions(ctx context.Context, userID, reason string,
 		// finishes before this starts, and this sees what it wrote. Taking
 		// the sessions first could deadlock with a rotation that holds its
 		// token and waits for its session.
-		if q.dialect == Postgres {
-			var id string
-			if err := q.get(ctx, &id, `SELECT id FROM users WHERE id = ? FOR UPDATE`, userID); err != nil && !errors.Is(err, store.ErrNotFound) {
-				return err
-			}
+		if err := q.lockOwner(ctx, `?`, userID); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
 		}
 		if err := q.selectAll(ctx, &ids, `SELECT id FROM sessions
 			WHERE user_id = ? AND revoked_at IS NULL ORDER BY id`+q.forUpdate(), userID); err != nil {
@@ -97,4 +102,17 @@ func (q *queries) TouchSession(ctx context.Context, id string, now time.Time, ip
 		return store.ErrNotFound
 	}
 	return err
+}
+
+// lockOwner locks, on PostgreSQL, the row of the user that ownerQuery (one
+// argument, arg) names: the first lock of every revocation, so that they
+// queue behind a login or a rotation of that user instead of deadlocking
+// with it. ErrNotFound when there is no such row. SQLite needs nothing: its
+// write transactions already run one at a time.
+func (q *queries) lockOwner(ctx context.Context, ownerQuery string, arg any) error {
+	if q.dialect != Postgres {
+		return nil
+	}
+	var id string
+	return q.get(ctx, &id, `SELECT id FROM users WHERE id = (`+ownerQuery+`) FOR UPDATE`, arg)
 }

@@ -22,6 +22,8 @@ var tokenTests = []subtest{
 	{"RotateReturnsOwnerAndAudits", testRotateReturnsOwnerAndAudits},
 	{"RotateDisabledOwner", testRotateDisabledOwner},
 	{"RotateRacesADisable", testRotateRacesDisable},
+	{"RotateRacesALogout", testRotateRacesLogout},
+	{"RotateRacesALoginOnTheDevice", testRotateRacesRelogin},
 }
 
 func testTokenCreateAndGet(t *testing.T, s store.Store) {
@@ -324,5 +326,77 @@ func testRotateRacesDisable(t *testing.T, s store.Store) {
 	wantErr(t, "RotateRefreshToken racing the disable", <-done, store.ErrPrecondition)
 	if _, err := s.RefreshTokenByHash(ctx, child.Hash); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("RefreshTokenByHash(child) = %v, want ErrNotFound: the rotation wrote a token", err)
+	}
+}
+
+// A session refreshed and logged out at the same moment (a browser tab
+// refreshing while another logs out): both complete without error, in
+// either order, and no live token of the session remains. Rotation and
+// revocation lock the user, the session and the token in one order, so
+// they never wait for each other in a cycle.
+func testRotateRacesLogout(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	u := newUser(t, s)
+	for i := range 20 {
+		sess := newSession(t, s, u.ID)
+		tok := newToken(t, s, sess)
+		child := childOf(t, tok, t0)
+		var wg sync.WaitGroup
+		var rotErr, revErr error
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			_, rotErr = s.RotateRefreshToken(ctx, tok.Hash, child, t0, "", "", nil)
+		}()
+		go func() {
+			defer wg.Done()
+			_, revErr = s.RevokeSession(ctx, sess.ID, "logout", t0)
+		}()
+		wg.Wait()
+		if rotErr != nil && !errors.Is(rotErr, store.ErrPrecondition) {
+			t.Fatalf("round %d: RotateRefreshToken = %v, want nil or ErrPrecondition", i, rotErr)
+		}
+		if revErr != nil {
+			t.Fatalf("round %d: RevokeSession = %v, want nil", i, revErr)
+		}
+		if got, err := s.RefreshTokenByHash(ctx, child.Hash); err == nil && got.RevokedAt == nil {
+			t.Fatalf("round %d: the rotated-in token survived the logout", i)
+		}
+	}
+}
+
+// A device's session refreshed while the device logs in again (which
+// replaces that session): both complete without error, and no live token
+// of the replaced session remains.
+func testRotateRacesRelogin(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	u := newUser(t, s)
+	for i := range 20 {
+		device := fmt.Sprint("phone-", i)
+		sess := newSession(t, s, u.ID, func(x *store.Session) { x.DeviceID = device })
+		tok := newToken(t, s, sess)
+		child := childOf(t, tok, t0)
+		l := newLogin(t, u.ID, device)
+		var wg sync.WaitGroup
+		var rotErr, loginErr error
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			_, rotErr = s.RotateRefreshToken(ctx, tok.Hash, child, t0, "", "", nil)
+		}()
+		go func() {
+			defer wg.Done()
+			_, loginErr = s.OpenSession(ctx, l)
+		}()
+		wg.Wait()
+		if rotErr != nil && !errors.Is(rotErr, store.ErrPrecondition) {
+			t.Fatalf("round %d: RotateRefreshToken = %v, want nil or ErrPrecondition", i, rotErr)
+		}
+		if loginErr != nil {
+			t.Fatalf("round %d: OpenSession = %v, want nil", i, loginErr)
+		}
+		if got, err := s.RefreshTokenByHash(ctx, child.Hash); err == nil && got.RevokedAt == nil {
+			t.Fatalf("round %d: the replaced session's rotated-in token is live", i)
+		}
 	}
 }
