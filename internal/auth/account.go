@@ -243,29 +243,36 @@ func (s *Service) VerifyEmail(ctx context.Context, tok string, m Meta) error {
 // the email is verified already or one was queued within the resend
 // interval: the answer is the same either way.
 func (s *Service) ResendVerification(ctx context.Context, userID string, m Meta) error {
-	u, err := s.st.UserByID(ctx, userID)
+	now := s.clock()
+	queued := false
+	err := s.st.InTx(ctx, func(q store.Queries) error {
+		// Locked, so that of two resends at once one sees the other's mail
+		// and sends nothing: the queue is the rate limit.
+		u, err := q.LockUser(ctx, userID)
+		if err != nil {
+			return err
+		}
+		if u.EmailVerifiedAt != nil || u.Status != store.StatusEnabled {
+			return nil
+		}
+		last, err := q.LastMailAt(ctx, u.ID, store.PurposeVerifyEmail)
+		switch {
+		case err == nil && now.Sub(last) < s.cfg.ResendInterval:
+			return nil
+		case err != nil && !errors.Is(err, store.ErrNotFound):
+			return err
+		}
+		queued = true
+		return s.queueLink(ctx, q, u, store.PurposeVerifyEmail, s.cfg.VerifyTokenTTL, now)
+	})
 	if errors.Is(err, store.ErrNotFound) {
 		return apperr.New(apperr.KindUnauthenticated, "invalid_token", "The access token is missing or invalid.")
 	}
 	if err != nil {
 		return apperr.Internal(err)
 	}
-	if u.EmailVerifiedAt != nil || u.Status != store.StatusEnabled {
-		return nil
+	if queued {
+		s.mailQueued()
 	}
-	now := s.clock()
-	last, err := s.st.LastMailAt(ctx, u.ID, store.PurposeVerifyEmail)
-	switch {
-	case err == nil && now.Sub(last) < s.cfg.ResendInterval:
-		return nil
-	case err != nil && !errors.Is(err, store.ErrNotFound):
-		return apperr.Internal(err)
-	}
-	if err := s.st.InTx(ctx, func(q store.Queries) error {
-		return s.queueLink(ctx, q, u, store.PurposeVerifyEmail, s.cfg.VerifyTokenTTL, now)
-	}); err != nil {
-		return apperr.Internal(err)
-	}
-	s.mailQueued()
 	return nil
 }

@@ -2,6 +2,7 @@ package auth_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -126,6 +127,47 @@ func TestResendVerificationIsRateLimited(t *testing.T) {
 	f.clock.Advance(2 * time.Minute)
 	f.svc.ResendVerification(ctx, u.ID, auth.Meta{})
 	f.mailedToken(t, store.PurposeVerifyEmail, "resend@example.com")
+}
+
+// Resends at the same moment queue one mail between them: each checks the
+// queue holding the user's row, so the others see the first one's mail.
+func TestResendVerificationConcurrent(t *testing.T) {
+	forEachDB(t, func(t *testing.T, dbURL string) {
+		ctx := context.Background()
+		f := newFixture(t, dbURL, 0)
+		u := f.user(t, "burst@example.com")
+		f.mailedToken(t, store.PurposeVerifyEmail, "burst@example.com") // the mail of register
+		f.clock.Advance(2 * time.Minute)
+		var wg sync.WaitGroup
+		errs := make(chan error, 8)
+		for range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs <- f.svc.ResendVerification(ctx, u.ID, auth.Meta{})
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatalf("ResendVerification = %v", err)
+			}
+		}
+		jobs, err := f.st.ClaimMail(ctx, f.clock.Now().Add(time.Hour), 100, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resent := 0
+		for _, j := range jobs { // the register mail's lease has lapsed: it is back
+			if j.CreatedAt.Equal(f.clock.Now()) {
+				resent++
+			}
+		}
+		if resent != 1 {
+			t.Fatalf("8 concurrent resends queued %d mails, want 1", resent)
+		}
+	})
 }
 
 func TestRequireVerifiedEmail(t *testing.T) {

@@ -154,6 +154,10 @@ type Queries interface {
 	CreateUser(ctx context.Context, u User) error
 	// UserByID returns the user or ErrNotFound.
 	UserByID(ctx context.Context, id string) (User, error)
+	// LockUser is UserByID that also locks the user's row until the
+	// transaction ends, so that read-check-write sequences on one user run
+	// one at a time. Only meaningful inside InTx.
+	LockUser(ctx context.Context, id string) (User, error)
 	// UserByEmail looks the user up by normalized email, or ErrNotFound.
 	UserByEmail(ctx context.Context, emailNormalized string) (User, error)
 	// SetPasswordHash replaces the user's password hash. ErrNotFound when absent.

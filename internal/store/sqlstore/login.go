@@ -34,14 +34,14 @@ func (q *queries) OpenSession(ctx context.Context, l store.Login) (string, error
 	return replaced, err
 }
 
-// requireEnabled locks the user's row (PostgreSQL) and returns ErrNotFound
-// when the user does not exist and ErrPrecondition when it is not enabled.
+// requireEnabled locks the user's row and returns ErrNotFound when the user
+// does not exist and ErrPrecondition when it is not enabled.
 func (q *queries) requireEnabled(ctx context.Context, userID string) error {
-	var status string
-	if err := q.get(ctx, &status, `SELECT status FROM users WHERE id = ?`+q.forUpdate(), userID); err != nil {
+	u, err := q.LockUser(ctx, userID)
+	if err != nil {
 		return err
 	}
-	if status != store.StatusEnabled {
+	if u.Status != store.StatusEnabled {
 		return store.ErrPrecondition
 	}
 	return nil

@@ -23,6 +23,14 @@ func (q *queries) UserByID(ctx context.Context, id string) (store.User, error) {
 	return u, err
 }
 
+// LockUser takes the row FOR UPDATE on PostgreSQL; a SQLite transaction
+// already holds the database's write lock.
+func (q *queries) LockUser(ctx context.Context, id string) (store.User, error) {
+	var u store.User
+	err := q.get(ctx, &u, `SELECT `+userColumns+` FROM users WHERE id = ?`+q.forUpdate(), id)
+	return u, err
+}
+
 func (q *queries) UserByEmail(ctx context.Context, emailNormalized string) (store.User, error) {
 	var u store.User
 	err := q.get(ctx, &u, `SELECT `+userColumns+` FROM users WHERE email_normalized = ?`, emailNormalized)

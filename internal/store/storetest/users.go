@@ -1,6 +1,8 @@
 package storetest
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +17,7 @@ var userTests = []subtest{
 	{"NotFound", testUserNotFound},
 	{"SetPasswordHash", testSetPasswordHash},
 	{"SetPasswordHashNotFound", testSetPasswordHashNotFound},
+	{"LockUser", testLockUser},
 }
 
 func testUserCreateAndGet(t *testing.T, s store.Store) {
@@ -87,4 +90,40 @@ func testSetPasswordHash(t *testing.T, s store.Store) {
 func testSetPasswordHashNotFound(t *testing.T, s store.Store) {
 	err := s.SetPasswordHash(t.Context(), newID(t), "x", t0)
 	wantErr(t, "SetPasswordHash(unknown)", err, store.ErrNotFound)
+}
+
+// LockUser reads the user like UserByID, and a second transaction locking
+// the same user waits until the first ends.
+func testLockUser(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	u := newUser(t, s)
+	if _, err := s.LockUser(ctx, newID(t)); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("LockUser(unknown) = %v, want ErrNotFound", err)
+	}
+	done := make(chan error, 1)
+	err := s.InTx(ctx, func(q store.Queries) error {
+		got, err := q.LockUser(ctx, u.ID)
+		if err != nil {
+			return err
+		}
+		checkSame(t, "LockUser", got, u)
+		go func() {
+			done <- s.InTx(ctx, func(q store.Queries) error {
+				_, err := q.LockUser(ctx, u.ID)
+				return err
+			})
+		}()
+		select {
+		case err := <-done:
+			return fmt.Errorf("a second LockUser returned (%v) while the first transaction held the user", err)
+		case <-time.After(300 * time.Millisecond):
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("second LockUser = %v", err)
+	}
 }
