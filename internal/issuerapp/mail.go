@@ -7,7 +7,6 @@ import (
 
 	"github.com/palisade-auth/palisade/internal/config"
 	"github.com/palisade-auth/palisade/internal/mail"
-	"github.com/palisade-auth/palisade/internal/store"
 )
 
 // mailWorker builds the worker that delivers the queued account mails with
@@ -39,9 +38,5 @@ func (a *App) mailWorker(reg prometheus.Registerer) (*mail.Worker, error) {
 		// A delivery never outlasts the SMTP timeout (the sender cuts the
 		// connection); the margin covers recording its outcome.
 		Lease: cfg.SMTPTimeout + 30*time.Second,
-		LinkTTL: map[string]time.Duration{
-			store.PurposePasswordReset: cfg.ResetTokenTTL,
-			store.PurposeVerifyEmail:   cfg.VerifyTokenTTL,
-		},
 	}, a.now, a.Log, reg)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/palisade-auth/palisade/internal/auth"
 	"github.com/palisade-auth/palisade/internal/store"
+	"github.com/palisade-auth/palisade/internal/token"
 )
 
 // Sender delivers one rendered mail.
@@ -24,6 +25,10 @@ type Queue interface {
 	MailSent(ctx context.Context, id string, now time.Time) error
 	MailRetry(ctx context.Context, id string, attempts int, next time.Time, lastErr string) error
 	MailFailed(ctx context.Context, id string, now time.Time, lastErr string) error
+	// OneTimeTokenByHash is the state of a mail's link: a link used,
+	// replaced by a newer one or expired before its mail went out is not
+	// sent.
+	OneTimeTokenByHash(ctx context.Context, hash string) (store.OneTimeToken, error)
 }
 
 // Opener opens the sealed link token of a queued mail (keys.Sealer).
@@ -49,10 +54,6 @@ type Config struct {
 	// Lease is how long a claimed mail stays invisible to other workers:
 	// longer than one delivery (the sender's timeout) can take.
 	Lease time.Duration
-	// LinkTTL is the lifetime of the link per mail kind: it is mentioned
-	// in the mail, and a mail whose link expired before it could be
-	// delivered is given up rather than sent dead.
-	LinkTTL map[string]time.Duration
 }
 
 // Defaults for the zero fields of Config.
@@ -111,7 +112,7 @@ type Worker struct {
 	log    *slog.Logger
 	wake   chan struct{}
 
-	sent, retried, failed *prometheus.CounterVec
+	sent, retried, failed, dropped *prometheus.CounterVec
 }
 
 // NewWorker returns a worker; its counters are registered with reg when it
@@ -129,9 +130,12 @@ func NewWorker(q Queue, opener Opener, sender Sender, cfg Config, now func() tim
 		failed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "issuer_mails_failed_total", Help: "Account mails given up after their last attempt or an unrecoverable error, by kind.",
 		}, []string{"kind"}),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "issuer_mails_dropped_total", Help: "Account mails not sent because their link was used, replaced or expired first, by kind.",
+		}, []string{"kind"}),
 	}
 	if reg != nil {
-		if err := errors.Join(reg.Register(w.sent), reg.Register(w.retried), reg.Register(w.failed)); err != nil {
+		if err := errors.Join(reg.Register(w.sent), reg.Register(w.retried), reg.Register(w.failed), reg.Register(w.dropped)); err != nil {
 			return nil, fmt.Errorf("mail: register metrics: %w", err)
 		}
 	}
@@ -200,6 +204,11 @@ func (w *Worker) Drain(ctx context.Context) (time.Time, error) {
 // errPermanent marks a failure that no retry can cure.
 var errPermanent = errors.New("permanent")
 
+// errLinkDead marks a mail whose link can no longer be followed: sending it
+// would only confuse its reader, so it is dropped (recorded as failed, with
+// the reason, and counted apart from delivery failures).
+var errLinkDead = errors.New("the link is no longer valid")
+
 // deliver tries one mail and records the outcome; it returns when the mail
 // is due again if it will be retried.
 func (w *Worker) deliver(ctx context.Context, j store.MailJob) time.Time {
@@ -216,6 +225,15 @@ func (w *Worker) deliver(ctx context.Context, j store.MailJob) time.Time {
 		}
 		w.sent.WithLabelValues(j.Kind).Inc()
 		log.Info("mail sent")
+		return time.Time{}
+	}
+	if errors.Is(err, errLinkDead) {
+		if rerr := w.q.MailFailed(ctx, j.ID, now, err.Error()); rerr != nil {
+			log.Error("mail dropped but not recorded", "err", err, "record_err", rerr)
+			return time.Time{}
+		}
+		w.dropped.WithLabelValues(j.Kind).Inc()
+		log.Info("mail not sent: its link is no longer valid", "reason", err.Error())
 		return time.Time{}
 	}
 	if errors.Is(err, errPermanent) || attempt >= w.cfg.MaxAttempts {
@@ -240,10 +258,6 @@ func (w *Worker) deliver(ctx context.Context, j store.MailJob) time.Time {
 
 // send opens, renders and sends one mail.
 func (w *Worker) send(ctx context.Context, j store.MailJob) error {
-	ttl := w.cfg.LinkTTL[j.Kind]
-	if ttl > 0 && !w.now().Before(j.CreatedAt.Add(ttl)) {
-		return fmt.Errorf("%w: the link expired before the mail could be delivered", errPermanent)
-	}
 	if len(j.SealedToken) == 0 {
 		return fmt.Errorf("%w: the mail has no token", errPermanent)
 	}
@@ -253,7 +267,18 @@ func (w *Worker) send(ctx context.Context, j store.MailJob) error {
 		// not help.
 		return fmt.Errorf("%w: open the sealed token: %w", errPermanent, err)
 	}
-	m, err := Compose(j.Kind, w.cfg.PublicURL, j.To, j.Name, string(tok), ttl)
+	link, err := w.q.OneTimeTokenByHash(ctx, token.Hash(string(tok)))
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return fmt.Errorf("%w: its token is not stored", errLinkDead)
+	case err != nil:
+		return fmt.Errorf("look up the link's token: %w", err)
+	case link.UsedAt != nil:
+		return fmt.Errorf("%w: it was used, or replaced by a newer one", errLinkDead)
+	case !w.now().Before(link.ExpiresAt):
+		return fmt.Errorf("%w: it expired before the mail could be delivered", errLinkDead)
+	}
+	m, err := Compose(j.Kind, w.cfg.PublicURL, j.To, j.Name, string(tok), link.ExpiresAt.Sub(link.CreatedAt))
 	if err != nil {
 		return fmt.Errorf("%w: %w", errPermanent, err)
 	}

@@ -95,10 +95,15 @@ func newFixture(t *testing.T, dbURL string, srvOpts mailtest.Options, cfg mail.C
 	return f
 }
 
-// enqueue queues a mail as the account flows do: a random token sealed to
-// the job's id. It returns the job id and the token.
+// linkTTL is the lifetime enqueue gives the links, by kind.
+var linkTTL = map[string]time.Duration{store.PurposePasswordReset: 30 * time.Minute, store.PurposeVerifyEmail: 48 * time.Hour}
+
+// enqueue queues a mail as the account flows do: a stored one-time token of
+// a user of its own ("u-" + the job id), sealed to the job's id. It returns
+// the job id and the token.
 func (f *fixture) enqueue(t *testing.T, kind, to string) (string, string) {
 	t.Helper()
+	ctx := context.Background()
 	id := uuid.Must(uuid.NewV7()).String()
 	tok, err := token.NewOpaque(rand.Reader)
 	if err != nil {
@@ -109,8 +114,20 @@ func (f *fixture) enqueue(t *testing.T, kind, to string) (string, string) {
 		t.Fatal(err)
 	}
 	now := f.clock.Now()
-	if err := f.st.EnqueueMail(context.Background(), store.MailJob{
-		ID: id, Kind: kind, UserID: "u-" + id, To: to, Name: "Ada", SealedToken: sealed, CreatedAt: now, NextAttemptAt: now,
+	userID := "u-" + id
+	if err := f.st.CreateUser(ctx, store.User{
+		ID: userID, Email: to, EmailNormalized: id + "@example.test", PasswordHash: "x", Role: "user",
+		Status: store.StatusEnabled, CreatedAt: now, UpdatedAt: now,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.st.CreateOneTimeToken(ctx, store.OneTimeToken{
+		Hash: token.Hash(tok), UserID: userID, Purpose: kind, CreatedAt: now, ExpiresAt: now.Add(linkTTL[kind]),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.st.EnqueueMail(ctx, store.MailJob{
+		ID: id, Kind: kind, UserID: userID, To: to, Name: "Ada", SealedToken: sealed, CreatedAt: now, NextAttemptAt: now,
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -159,9 +176,7 @@ func (f *fixture) drain(t *testing.T) {
 
 func TestWorkerDelivers(t *testing.T) {
 	forEachDB(t, func(t *testing.T, dbURL string) {
-		f := newFixture(t, dbURL, mailtest.Options{}, mail.Config{
-			LinkTTL: map[string]time.Duration{store.PurposePasswordReset: 30 * time.Minute},
-		})
+		f := newFixture(t, dbURL, mailtest.Options{}, mail.Config{})
 		resetID, resetTok := f.enqueue(t, store.PurposePasswordReset, "ada@example.com")
 		_, verifyTok := f.enqueue(t, store.PurposeVerifyEmail, "grace@example.com")
 		f.drain(t)
@@ -274,13 +289,11 @@ func TestRetryDelay(t *testing.T) {
 }
 
 // TestWorkerGivesUpWhatCannotSucceed: a token that does not open (another
-// key-encryption key) and a link that expired while the mail waited are
-// given up at once, without sending.
+// key-encryption key) is given up, and a link that expired while the mail
+// waited is dropped, both at once, without sending.
 func TestWorkerGivesUpWhatCannotSucceed(t *testing.T) {
 	forEachDB(t, func(t *testing.T, dbURL string) {
-		f := newFixture(t, dbURL, mailtest.Options{}, mail.Config{
-			LinkTTL: map[string]time.Duration{store.PurposePasswordReset: 30 * time.Minute},
-		})
+		f := newFixture(t, dbURL, mailtest.Options{}, mail.Config{})
 		id := uuid.Must(uuid.NewV7()).String()
 		sealed, err := f.sealer.Seal([]byte(tok), auth.MailSealContext("another job"))
 		if err != nil {
@@ -298,10 +311,54 @@ func TestWorkerGivesUpWhatCannotSucceed(t *testing.T) {
 		if n := f.smtp.Attempts(); n != 0 {
 			t.Errorf("server saw %d attempts, want 0", n)
 		}
+		if got := f.counter(t, "issuer_mails_failed_total", store.PurposeVerifyEmail); got != 1 {
+			t.Errorf("issuer_mails_failed_total{kind=verify_email} = %v, want 1 (the token that does not open)", got)
+		}
+		if got := f.counter(t, "issuer_mails_dropped_total", store.PurposePasswordReset); got != 1 {
+			t.Errorf("issuer_mails_dropped_total{kind=password_reset} = %v, want 1 (the expired link)", got)
+		}
+		if n := f.pending(t); n != 0 {
+			t.Errorf("%d mails pending, want 0", n)
+		}
+	})
+}
+
+// TestWorkerDropsDeadLinks: a mail whose link was replaced by a newer one
+// (a second forgot-password) or already used (the user verified through an
+// earlier mail) is not sent; the newer mail is.
+func TestWorkerDropsDeadLinks(t *testing.T) {
+	forEachDB(t, func(t *testing.T, dbURL string) {
+		ctx := context.Background()
+		f := newFixture(t, dbURL, mailtest.Options{}, mail.Config{})
+		replacedID, _ := f.enqueue(t, store.PurposePasswordReset, "ada@example.com")
+		// A newer link for the same user and purpose replaces the first.
+		now := f.clock.Now()
+		newer, err := token.NewOpaque(rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.st.CreateOneTimeToken(ctx, store.OneTimeToken{
+			Hash: token.Hash(newer), UserID: "u-" + replacedID, Purpose: store.PurposePasswordReset, CreatedAt: now, ExpiresAt: now.Add(time.Hour),
+		}); err != nil {
+			t.Fatal(err)
+		}
+		_, usedTok := f.enqueue(t, store.PurposeVerifyEmail, "grace@example.com")
+		if _, err := f.st.ConsumeOneTimeToken(ctx, token.Hash(usedTok), store.PurposeVerifyEmail, now); err != nil {
+			t.Fatal(err)
+		}
+		_, liveTok := f.enqueue(t, store.PurposeVerifyEmail, "live@example.com")
+		f.drain(t)
+
+		if msgs := f.smtp.Messages(); len(msgs) != 1 || !strings.Contains(msgs[0].Text, liveTok) {
+			t.Fatalf("server got %d mails, want only the one with a live link", len(msgs))
+		}
 		for _, kind := range []string{store.PurposePasswordReset, store.PurposeVerifyEmail} {
-			if got := f.counter(t, "issuer_mails_failed_total", kind); got != 1 {
-				t.Errorf("issuer_mails_failed_total{kind=%s} = %v, want 1", kind, got)
+			if got := f.counter(t, "issuer_mails_dropped_total", kind); got != 1 {
+				t.Errorf("issuer_mails_dropped_total{kind=%s} = %v, want 1", kind, got)
 			}
+		}
+		if got := f.counter(t, "issuer_mails_failed_total", store.PurposePasswordReset); got != 0 {
+			t.Errorf("a dropped mail counted as failed")
 		}
 		if n := f.pending(t); n != 0 {
 			t.Errorf("%d mails pending, want 0", n)
