@@ -335,50 +335,36 @@ func testRotateRacesDisable(t *testing.T, s store.Store) {
 // revocation lock the user, the session and the token in one order, so
 // they never wait for each other in a cycle.
 func testRotateRacesLogout(t *testing.T, s store.Store) {
-	ctx := t.Context()
-	u := newUser(t, s)
-	for i := range 20 {
-		sess := newSession(t, s, u.ID)
-		tok := newToken(t, s, sess)
-		child := childOf(t, tok, t0)
-		var wg sync.WaitGroup
-		var rotErr, revErr error
-		wg.Add(2)
-		go func() {
-			defer wg.Done()
-			_, rotErr = s.RotateRefreshToken(ctx, tok.Hash, child, t0, "", "", nil)
-		}()
-		go func() {
-			defer wg.Done()
-			_, revErr = s.RevokeSession(ctx, sess.ID, "logout", t0)
-		}()
-		wg.Wait()
-		if rotErr != nil && !errors.Is(rotErr, store.ErrPrecondition) {
-			t.Fatalf("round %d: RotateRefreshToken = %v, want nil or ErrPrecondition", i, rotErr)
-		}
-		if revErr != nil {
-			t.Fatalf("round %d: RevokeSession = %v, want nil", i, revErr)
-		}
-		if got, err := s.RefreshTokenByHash(ctx, child.Hash); err == nil && got.RevokedAt == nil {
-			t.Fatalf("round %d: the rotated-in token survived the logout", i)
-		}
-	}
+	raceRotation(t, s, "RevokeSession", func(sess store.Session) error {
+		_, err := s.RevokeSession(t.Context(), sess.ID, "logout", t0)
+		return err
+	})
 }
 
 // A device's session refreshed while the device logs in again (which
 // replaces that session): both complete without error, and no live token
 // of the replaced session remains.
 func testRotateRacesRelogin(t *testing.T, s store.Store) {
+	raceRotation(t, s, "OpenSession", func(sess store.Session) error {
+		_, err := s.OpenSession(t.Context(), newLogin(t, sess.UserID, sess.DeviceID))
+		return err
+	})
+}
+
+// raceRotation runs, 20 times over, a rotation of a fresh session's token
+// at the same moment as end, which must end that session: both must
+// succeed (the rotation may find the token revoked already), and the token
+// the rotation wrote, if it did, must be revoked.
+func raceRotation(t *testing.T, s store.Store, name string, end func(store.Session) error) {
+	t.Helper()
 	ctx := t.Context()
 	u := newUser(t, s)
 	for i := range 20 {
-		device := fmt.Sprint("phone-", i)
-		sess := newSession(t, s, u.ID, func(x *store.Session) { x.DeviceID = device })
+		sess := newSession(t, s, u.ID, func(x *store.Session) { x.DeviceID = fmt.Sprint("phone-", i) })
 		tok := newToken(t, s, sess)
 		child := childOf(t, tok, t0)
-		l := newLogin(t, u.ID, device)
 		var wg sync.WaitGroup
-		var rotErr, loginErr error
+		var rotErr, endErr error
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
@@ -386,17 +372,17 @@ func testRotateRacesRelogin(t *testing.T, s store.Store) {
 		}()
 		go func() {
 			defer wg.Done()
-			_, loginErr = s.OpenSession(ctx, l)
+			endErr = end(sess)
 		}()
 		wg.Wait()
 		if rotErr != nil && !errors.Is(rotErr, store.ErrPrecondition) {
 			t.Fatalf("round %d: RotateRefreshToken = %v, want nil or ErrPrecondition", i, rotErr)
 		}
-		if loginErr != nil {
-			t.Fatalf("round %d: OpenSession = %v, want nil", i, loginErr)
+		if endErr != nil {
+			t.Fatalf("round %d: %s = %v, want nil", i, name, endErr)
 		}
 		if got, err := s.RefreshTokenByHash(ctx, child.Hash); err == nil && got.RevokedAt == nil {
-			t.Fatalf("round %d: the replaced session's rotated-in token is live", i)
+			t.Fatalf("round %d: the token rotated in beside %s is live", i, name)
 		}
 	}
 }
