@@ -17,7 +17,6 @@ import (
 	"github.com/palisade-auth/palisade/internal/keys"
 	"github.com/palisade-auth/palisade/internal/password"
 	"github.com/palisade-auth/palisade/internal/store"
-	"github.com/palisade-auth/palisade/internal/store/sqlstore"
 	"github.com/palisade-auth/palisade/internal/testdb"
 	"github.com/palisade-auth/palisade/internal/token"
 )
@@ -39,14 +38,7 @@ func newFixture(t testing.TB, dbURL string, leeway time.Duration, mods ...func(*
 func newFixtureWith(t testing.TB, dbURL string, leeway time.Duration, params password.Params, mods ...func(*auth.Config)) *fixture {
 	t.Helper()
 	ctx := context.Background()
-	st, err := sqlstore.Open(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	st := testdb.Store(t, dbURL)
 	c := clocktest.New(time.Now().UTC().Truncate(time.Second))
 	kek := make([]byte, keys.KEKSize)
 	if _, err := io.ReadFull(rand.Reader, kek); err != nil {

@@ -13,7 +13,6 @@ import (
 	"github.com/palisade-auth/palisade/internal/clocktest"
 	"github.com/palisade-auth/palisade/internal/idempotency"
 	"github.com/palisade-auth/palisade/internal/store"
-	"github.com/palisade-auth/palisade/internal/store/sqlstore"
 	"github.com/palisade-auth/palisade/internal/testdb"
 )
 
@@ -97,16 +96,7 @@ func backends(t *testing.T, f func(t *testing.T, st store.Store)) {
 		{"PostgreSQL", testdb.Postgres},
 	} {
 		t.Run(b.name, func(t *testing.T) {
-			ctx := context.Background()
-			st, err := sqlstore.Open(ctx, b.url(t))
-			if err != nil {
-				t.Fatalf("Open: %v", err)
-			}
-			t.Cleanup(func() { st.Close() })
-			if err := st.Migrate(ctx); err != nil {
-				t.Fatalf("Migrate: %v", err)
-			}
-			f(t, st)
+			f(t, testdb.Store(t, b.url(t)))
 		})
 	}
 }

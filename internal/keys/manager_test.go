@@ -19,7 +19,6 @@ import (
 	"github.com/palisade-auth/palisade/internal/clocktest"
 	"github.com/palisade-auth/palisade/internal/keys"
 	"github.com/palisade-auth/palisade/internal/store"
-	"github.com/palisade-auth/palisade/internal/store/sqlstore"
 	"github.com/palisade-auth/palisade/internal/testdb"
 	"github.com/palisade-auth/palisade/internal/token"
 	"github.com/palisade-auth/palisade/pkg/verify"
@@ -53,22 +52,9 @@ func forEachBackend(t *testing.T, fn func(t *testing.T, b backend)) {
 	}{{"sqlite", testdb.SQLite}, {"postgres", testdb.Postgres}} {
 		t.Run(db.name, func(t *testing.T) {
 			url := db.url(t)
-			migrated := false
 			fn(t, backend{open: func(t *testing.T) store.Store {
 				t.Helper()
-				ctx := context.Background()
-				st, err := sqlstore.Open(ctx, url)
-				if err != nil {
-					t.Fatalf("sqlstore.Open: %v", err)
-				}
-				t.Cleanup(func() { st.Close() })
-				if !migrated {
-					if err := st.Migrate(ctx); err != nil {
-						t.Fatalf("Migrate: %v", err)
-					}
-					migrated = true
-				}
-				return st
+				return testdb.Store(t, url)
 			}})
 		})
 	}

@@ -61,15 +61,7 @@ func forEachDB(t *testing.T, fn func(t *testing.T, dbURL string)) {
 
 func newFixture(t *testing.T, dbURL string, srvOpts mailtest.Options, cfg mail.Config) *fixture {
 	t.Helper()
-	ctx := context.Background()
-	st, err := sqlstore.Open(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	st := testdb.Store(t, dbURL)
 	kek := make([]byte, keys.KEKSize)
 	if _, err := rand.Read(kek); err != nil {
 		t.Fatal(err)

@@ -13,17 +13,17 @@ import (
 var _ ratelimit.Store = (*sqlstore.Store)(nil)
 
 func TestRateLimitSQLite(t *testing.T) {
-	ratelimittest.RunTests(t, func(t *testing.T) ratelimit.Store { return open(t, testdb.SQLite(t)) })
+	ratelimittest.RunTests(t, func(t *testing.T) ratelimit.Store { return testdb.Store(t, testdb.SQLite(t)) })
 }
 
 func TestRateLimitPostgres(t *testing.T) {
-	ratelimittest.RunTests(t, func(t *testing.T) ratelimit.Store { return open(t, testdb.Postgres(t)) })
+	ratelimittest.RunTests(t, func(t *testing.T) ratelimit.Store { return testdb.Store(t, testdb.Postgres(t)) })
 }
 
 // A store whose database is gone reports an error instead of an answer, so
 // the limiter's failure policy decides.
 func TestRateLimitClosedStore(t *testing.T) {
-	s := open(t, testdb.SQLite(t))
+	s := testdb.Store(t, testdb.SQLite(t))
 	s.Close()
 	if _, _, err := s.TakeRateLimit(context.Background(), "k", 1, 1, 1); err == nil {
 		t.Fatal("TakeRateLimit on a closed store: no error")
