@@ -138,23 +138,9 @@ func testListUsersPaginate(t *testing.T, s store.Store) {
 			keepUsers(all, func(u store.User) bool { return strings.HasSuffix(u.EmailNormalized, "example.com") })},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var got []store.User
 			f := tc.f
-			for page := 0; ; page++ {
-				if page > len(all) {
-					t.Fatalf("ListUsers pagination did not end after %d pages", page)
-				}
-				items := listUsers(t, s, f)
-				if len(items) > f.Limit {
-					t.Fatalf("ListUsers(%s) returned %d users, want at most %d", showJSON(f), len(items), f.Limit)
-				}
-				if len(items) == 0 {
-					break
-				}
-				got = append(got, items...)
-				last := items[len(items)-1]
-				f.After = &store.UserCursor{CreatedAt: last.CreatedAt, ID: last.ID}
-			}
+			got := allPages(t, "ListUsers", f.Limit, len(all), func() []store.User { return listUsers(t, s, f) },
+				func(last store.User) { f.After = &store.UserCursor{CreatedAt: last.CreatedAt, ID: last.ID} })
 			checkSameList(t, "ListUsers pages of "+showJSON(tc.f), got, tc.want)
 		})
 	}
@@ -210,23 +196,9 @@ func testListSessions(t *testing.T, s store.Store) {
 func testListSessionsPaginate(t *testing.T, s store.Store) {
 	userID, active := sessionList(t, s)
 	for _, limit := range []int{1, 2, 3, len(active)} {
-		var got []store.Session
 		f := store.SessionFilter{UserID: userID, ActiveAt: t0, Limit: limit}
-		for page := 0; ; page++ {
-			if page > len(active) {
-				t.Fatalf("ListSessions pagination did not end after %d pages", page)
-			}
-			items := listSessions(t, s, f)
-			if len(items) > limit {
-				t.Fatalf("ListSessions(%s) returned %d sessions, want at most %d", showJSON(f), len(items), limit)
-			}
-			if len(items) == 0 {
-				break
-			}
-			got = append(got, items...)
-			last := items[len(items)-1]
-			f.After = &store.SessionCursor{CreatedAt: last.CreatedAt, ID: last.ID}
-		}
+		got := allPages(t, "ListSessions", limit, len(active), func() []store.Session { return listSessions(t, s, f) },
+			func(last store.Session) { f.After = &store.SessionCursor{CreatedAt: last.CreatedAt, ID: last.ID} })
 		checkSameList(t, "ListSessions pages of limit "+showJSON(limit), got, active)
 	}
 }

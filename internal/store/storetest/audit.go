@@ -132,23 +132,9 @@ func testAuditPaginate(t *testing.T, s store.Store) {
 			keep(all, func(e store.AuditEvent) bool { return !e.OccurredAt.Before(at(-3 * time.Hour)) })},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var got []store.AuditEvent
 			f := tc.f
-			for page := 0; ; page++ {
-				if page > len(all) {
-					t.Fatalf("ListAudit pagination did not end after %d pages", page)
-				}
-				items := listAudit(t, s, f)
-				if len(items) > f.Limit {
-					t.Fatalf("ListAudit(%s) returned %d events, want at most %d", showJSON(f), len(items), f.Limit)
-				}
-				if len(items) == 0 {
-					break
-				}
-				got = append(got, items...)
-				last := items[len(items)-1]
-				f.After = &store.AuditCursor{OccurredAt: last.OccurredAt, ID: last.ID}
-			}
+			got := allPages(t, "ListAudit", f.Limit, len(all), func() []store.AuditEvent { return listAudit(t, s, f) },
+				func(last store.AuditEvent) { f.After = &store.AuditCursor{OccurredAt: last.OccurredAt, ID: last.ID} })
 			checkSameList(t, "ListAudit pages of "+showJSON(tc.f), got, tc.want)
 		})
 	}
@@ -167,4 +153,27 @@ func testAuditRoundTrip(t *testing.T, s store.Store) {
 		}
 	}
 	checkSameList(t, "ListAudit({})", listAudit(t, s, store.AuditFilter{}), []store.AuditEvent{full, bare})
+}
+
+// allPages follows a list from its first page to its empty one: page
+// returns the page at the current cursor, next moves the cursor past the
+// page's last entry. Every page holds at most limit entries, and there are
+// at most total pages before the empty one.
+func allPages[T any](t *testing.T, name string, limit, total int, page func() []T, next func(last T)) []T {
+	t.Helper()
+	var got []T
+	for n := 0; ; n++ {
+		if n > total {
+			t.Fatalf("%s pagination did not end after %d pages", name, n)
+		}
+		items := page()
+		if len(items) > limit {
+			t.Fatalf("%s returned %d entries on a page, want at most %d", name, len(items), limit)
+		}
+		if len(items) == 0 {
+			return got
+		}
+		got = append(got, items...)
+		next(items[len(items)-1])
+	}
 }
