@@ -48,7 +48,7 @@ func newUsersCreateCmd() *cobra.Command {
 				return err
 			}
 			defer app.Close()
-			svc := app.Auth(0, "", "", 0, 0)
+			svc := app.OperatorAuth()
 			u, err := svc.Register(cmd.Context(), auth.RegisterInput{Email: email, Password: pw, Role: role}, auth.Meta{UserAgent: "issuer-cli"})
 			if err != nil {
 				return describe(err)
@@ -94,7 +94,7 @@ func withService(ctx context.Context, cfg config.Issuer, fn func(svc *auth.Servi
 		return err
 	}
 	defer app.Close()
-	return fn(app.Auth(0, "", "", 0, 0))
+	return fn(app.OperatorAuth())
 }
 
 func newUsersListCmd() *cobra.Command {

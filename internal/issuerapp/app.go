@@ -89,9 +89,11 @@ func loadKEK(cfg config.Issuer, log *slog.Logger) ([]byte, error) {
 // Close releases the database.
 func (a *App) Close() error { return a.Store.Close() }
 
-// Auth builds the flow service with the given settings.
-func (a *App) Auth(hashConcurrency int, issuerURL, audience string, refreshTTL, leeway time.Duration) *auth.Service {
-	return a.authWith(password.NewHasher(password.DefaultParams, hashConcurrency, rand.Reader), issuerURL, audience, refreshTTL, leeway)
+// OperatorAuth is the flow service of the command line, which creates and
+// administers accounts but issues no tokens: no issuer URL, audience or
+// token lifetimes.
+func (a *App) OperatorAuth() *auth.Service {
+	return a.authWith(password.NewHasher(password.DefaultParams, 0, rand.Reader), "", "", 0, 0)
 }
 
 func (a *App) authWith(hasher *password.Hasher, issuerURL, audience string, refreshTTL, leeway time.Duration) *auth.Service {
