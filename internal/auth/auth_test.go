@@ -26,6 +26,15 @@ type fixture struct {
 	st     store.Store
 	clock  *clocktest.Clock
 	sealer *keys.Sealer
+	deps   auth.Deps
+	cfg    auth.Config
+}
+
+// over is the fixture's service over another store (a wrapper of its own).
+func (f *fixture) over(st store.Store) *auth.Service {
+	d := f.deps
+	d.Store = st
+	return auth.New(d, f.cfg)
 }
 
 var cheap = password.Params{Memory: 64, Time: 1, Threads: 1, SaltLen: 16, KeyLen: 32}
@@ -56,13 +65,13 @@ func newFixtureWith(t testing.TB, dbURL string, leeway time.Duration, params pas
 	for _, mod := range mods {
 		mod(&cfg)
 	}
-	svc := auth.New(auth.Deps{
+	deps := auth.Deps{
 		Store: st, Hasher: password.NewHasher(params, 0, rand.Reader), Policy: password.DefaultPolicy(),
 		Minter:          token.NewMinter(km, "http://issuer.test", "api", 15*time.Minute, c.Now, rand.Reader),
 		SuccessorSecret: sealer.DeriveSecret("refresh-successor"),
 		Logger:          slog.New(slog.DiscardHandler), Now: c.Now, Rand: rand.Reader, Sealer: sealer,
-	}, cfg)
-	return &fixture{svc: svc, st: st, clock: c, sealer: sealer}
+	}
+	return &fixture{svc: auth.New(deps, cfg), st: st, clock: c, sealer: sealer, deps: deps, cfg: cfg}
 }
 
 func forEachDB(t *testing.T, fn func(t *testing.T, dbURL string)) {
@@ -293,4 +302,52 @@ func TestRegisterValidation(t *testing.T) {
 			}
 		})
 	}
+}
+
+// meanwhile is the real store, with change run just before a login writes
+// its session: as if it had committed while the password was being checked.
+type meanwhile struct {
+	store.Store
+	change func()
+}
+
+func (m meanwhile) OpenSession(ctx context.Context, l store.Login) (string, error) {
+	m.change()
+	return m.Store.OpenSession(ctx, l)
+}
+
+// A login whose password check overlaps a password change or a disable
+// opens no session: the checked password is no longer the account's (401),
+// or the account is disabled (403).
+func TestLoginOverlappingAnAccountChange(t *testing.T) {
+	forEachDB(t, func(t *testing.T, dbURL string) {
+		ctx := context.Background()
+		f := newFixture(t, dbURL, 0)
+		for _, tc := range []struct {
+			email, code string
+			change      func(u auth.User) error
+		}{
+			{"changed@example.com", "invalid_credentials", func(u auth.User) error {
+				return f.st.SetPasswordHash(ctx, u.ID, "$argon2id$v=19$m=64,t=1,p=1$c2FsdHNhbHQ$bmV3aGFzaG5ld2hhc2g", f.clock.Now())
+			}},
+			{"disabled@example.com", "account_disabled", func(u auth.User) error {
+				disabled := store.StatusDisabled
+				_, _, err := f.st.UpdateUser(ctx, u.ID, store.UserChange{Status: &disabled}, f.clock.Now())
+				return err
+			}},
+		} {
+			u := f.user(t, tc.email)
+			svc := f.over(meanwhile{Store: f.st, change: func() {
+				if err := tc.change(u); err != nil {
+					t.Fatal(err)
+				}
+			}})
+			_, err := svc.Login(ctx, auth.LoginInput{Email: tc.email, Password: pw, DeviceID: "laptop"}, auth.Meta{})
+			wantCode(t, "login overlapping the change of "+tc.email, err, tc.code)
+			page, err := f.st.ListSessions(ctx, store.SessionFilter{UserID: u.ID, ActiveAt: f.clock.Now(), Limit: 10})
+			if err != nil || len(page) != 0 {
+				t.Errorf("%s: %d sessions after the refused login (%v), want none", tc.email, len(page), err)
+			}
+		}
+	})
 }

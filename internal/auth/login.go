@@ -115,13 +115,20 @@ func (s *Service) openSession(ctx context.Context, u store.User, in LoginInput, 
 		Session:         sess,
 		Token:           store.RefreshToken{Hash: token.Hash(refresh), SessionID: sess.ID, UserID: u.ID, IssuedAt: now, ExpiresAt: sess.ExpiresAt},
 		NewPasswordHash: newHash,
+		CheckedHash:     u.PasswordHash,
 		Opened:          s.event(EventUserLoggedIn, now, m, u.ID, sess.ID, map[string]any{"device_id": deviceID}),
 		Replaced:        s.event(EventSessionRevoked, now, m, u.ID, "", map[string]any{"reason": "replaced"}),
 	})
 	if errors.Is(err, store.ErrPrecondition) {
-		// Disabled while its password was being checked.
-		s.recordFailure(ctx, m, u.ID, "account_disabled", "")
-		return TokenPair{}, errAccountDisabled()
+		// The account changed while the password was being checked: it was
+		// disabled, or its password changed and the one checked is no
+		// longer it.
+		if cur, err := s.st.UserByID(ctx, u.ID); err == nil && cur.Status != store.StatusEnabled {
+			s.recordFailure(ctx, m, u.ID, "account_disabled", "")
+			return TokenPair{}, errAccountDisabled()
+		}
+		s.recordFailure(ctx, m, u.ID, "password_changed", "")
+		return TokenPair{}, errInvalidCredentials()
 	}
 	if err != nil {
 		return TokenPair{}, apperr.Internal(err)

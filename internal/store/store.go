@@ -85,8 +85,12 @@ type Login struct {
 	Session         Session
 	Token           RefreshToken // the session's first refresh token
 	NewPasswordHash string       // replaces the user's hash when not ""
-	Opened          AuditEvent   // the login itself
-	Replaced        AuditEvent   // for a replaced session; the store sets its SessionID
+	// CheckedHash is the hash the login checked the password against: when
+	// the user's hash is another by the time the session is written (the
+	// password was changed or reset meanwhile), nothing is written.
+	CheckedHash string
+	Opened      AuditEvent // the login itself
+	Replaced    AuditEvent // for a replaced session; the store sets its SessionID
 }
 
 // AuditEvent is one entry of the audit trail. Data never holds a secret.
@@ -171,8 +175,9 @@ type Queries interface {
 	// l.NewPasswordHash is not "". It returns the id of the replaced session,
 	// "" when there was none. All of that happens or none of it. Nothing
 	// happens, and the error is ErrPrecondition, when the user is not
-	// enabled (ErrNotFound when there is no such user); a concurrent disable
-	// either sees the new session (and can revoke it) or prevents it.
+	// enabled or its password hash is no longer l.CheckedHash (ErrNotFound
+	// when there is no such user); a concurrent disable or password change
+	// either sees the new session (and revokes it) or prevents it.
 	OpenSession(ctx context.Context, l Login) (replaced string, err error)
 	// CreateSession inserts s.
 	CreateSession(ctx context.Context, s Session) error

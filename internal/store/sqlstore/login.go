@@ -9,21 +9,25 @@ import (
 
 // OpenSession implements store.Queries. It first locks the user's row (FOR
 // UPDATE on PostgreSQL; SQLite's write transactions run one at a time) and
-// checks that the user is enabled. Whatever else changes the user's
+// checks that the user is enabled and its password the one checked. Whatever else changes the user's
 // sessions takes that row first too (a rotation in key share, revocations
 // and disable for update), so they queue instead of deadlocking, and each
 // sees what the one before it wrote: a rotation of the session this login
 // replaces has its new token revoked here, and a disable either revokes
-// this login's session or, committed first, makes it write nothing. On
+// this login's session or, committed first, makes it write nothing; so
+// does a password change. On
 // PostgreSQL the writes are then one statement, begun after the lock so
 // that its snapshot includes what the login waited for.
 func (q *queries) OpenSession(ctx context.Context, l store.Login) (string, error) {
 	var replaced string
 	err := q.atomic(ctx, func(q *queries) error {
-		if err := q.requireEnabled(ctx, l.Session.UserID); err != nil {
+		u, err := q.LockUser(ctx, l.Session.UserID)
+		if err != nil {
 			return err
 		}
-		var err error
+		if u.Status != store.StatusEnabled || (l.CheckedHash != "" && u.PasswordHash != l.CheckedHash) {
+			return store.ErrPrecondition
+		}
 		if q.dialect == Postgres {
 			replaced, err = q.openSessionPostgres(ctx, l)
 		} else {
@@ -32,19 +36,6 @@ func (q *queries) OpenSession(ctx context.Context, l store.Login) (string, error
 		return err
 	})
 	return replaced, err
-}
-
-// requireEnabled locks the user's row and returns ErrNotFound when the user
-// does not exist and ErrPrecondition when it is not enabled.
-func (q *queries) requireEnabled(ctx context.Context, userID string) error {
-	u, err := q.LockUser(ctx, userID)
-	if err != nil {
-		return err
-	}
-	if u.Status != store.StatusEnabled {
-		return store.ErrPrecondition
-	}
-	return nil
 }
 
 func (q *queries) openSessionSteps(ctx context.Context, l store.Login) (string, error) {

@@ -15,6 +15,7 @@ var loginTests = []subtest{
 	{"OpenSessionIsAtomic", testOpenSessionAtomic},
 	{"OpenSessionRefusesADisabledUser", testOpenSessionDisabled},
 	{"OpenSessionRacesADisable", testOpenSessionRacesDisable},
+	{"OpenSessionAfterAPasswordChange", testOpenSessionPasswordChanged},
 	{"RevokeUserSessionsWaitsForALogin", testRevokeWaitsForLogin},
 }
 
@@ -146,6 +147,27 @@ func testOpenSessionDisabled(t *testing.T, s store.Store) {
 	}
 	if _, err := s.OpenSession(t.Context(), newLogin(t, newID(t), "phone")); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("OpenSession(no such user) = %v, want ErrNotFound", err)
+	}
+}
+
+// A login whose password was checked against a hash that has since been
+// replaced (a password change or reset committed meanwhile) writes nothing;
+// checked against the current hash, it opens.
+func testOpenSessionPasswordChanged(t *testing.T, s store.Store) {
+	u := newUser(t, s)
+	l := newLogin(t, u.ID, "phone")
+	l.CheckedHash = u.PasswordHash
+	const changed = "$argon2id$v=19$m=19456,t=2,p=1$Y2hhbmdlZA$Y2hhbmdlZGhhc2g"
+	if err := s.SetPasswordHash(t.Context(), u.ID, changed, t0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.OpenSession(t.Context(), l); !errors.Is(err, store.ErrPrecondition) {
+		t.Fatalf("OpenSession(checked against the old hash) = %v, want ErrPrecondition", err)
+	}
+	checkNothingOpened(t, s, u.ID, l)
+	l.CheckedHash = changed
+	if _, err := s.OpenSession(t.Context(), l); err != nil {
+		t.Fatalf("OpenSession(checked against the current hash) = %v, want nil", err)
 	}
 }
 
