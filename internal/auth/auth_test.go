@@ -351,3 +351,37 @@ func TestLoginOverlappingAnAccountChange(t *testing.T) {
 		}
 	})
 }
+
+// meanwhileTx is the real store, with change run just before the next
+// transaction begins: as if it had committed while the caller was hashing.
+type meanwhileTx struct {
+	store.Store
+	change func()
+}
+
+func (m meanwhileTx) InTx(ctx context.Context, fn func(store.Queries) error) error {
+	m.change()
+	return m.Store.InTx(ctx, fn)
+}
+
+// Two password changes checked against the same current password: the one
+// that commits second finds the password it checked replaced and changes
+// nothing (403 current_password_incorrect), instead of overruling the first.
+func TestChangePasswordOverlappingAnotherChange(t *testing.T) {
+	forEachDB(t, func(t *testing.T, dbURL string) {
+		ctx := context.Background()
+		f := newFixture(t, dbURL, 0)
+		u := f.user(t, "twice@example.com")
+		const first, second = "the first new passphrase", "the second new passphrase"
+		svc := f.over(meanwhileTx{Store: f.st, change: func() {
+			if err := f.svc.ChangePassword(ctx, u.ID, "", auth.ChangePasswordInput{Current: pw, New: first}, auth.Meta{}); err != nil {
+				t.Fatalf("first change = %v", err)
+			}
+		}})
+		err := svc.ChangePassword(ctx, u.ID, "", auth.ChangePasswordInput{Current: pw, New: second}, auth.Meta{})
+		wantCode(t, "the overlapping second change", err, "current_password_incorrect")
+		if _, err := f.svc.Login(ctx, auth.LoginInput{Email: "twice@example.com", Password: first}, auth.Meta{}); err != nil {
+			t.Errorf("login with the first change's password = %v, want it to be the password", err)
+		}
+	})
+}

@@ -51,7 +51,7 @@ func (s *Service) ChangePassword(ctx context.Context, userID, sessionID string, 
 		return hashErr(err)
 	}
 	if !ok {
-		return apperr.New(apperr.KindForbidden, "current_password_incorrect", "The current password is incorrect.")
+		return errCurrentPasswordIncorrect()
 	}
 	pw := password.Normalize(in.New)
 	if err := s.checkNewPassword(pw, u.Email); err != nil {
@@ -63,9 +63,20 @@ func (s *Service) ChangePassword(ctx context.Context, userID, sessionID string, 
 	}
 	now := s.clock()
 	err = s.st.InTx(ctx, func(q store.Queries) error {
-		// Revoking first takes the user's row lock before the hash update
-		// does: a login in flight finishes first (and its session is
-		// revoked) instead of deadlocking with this.
+		// The user's row is locked first (the lock order of every writer
+		// of sessions), and re-read: a change or reset that committed
+		// while this one was hashing made the password just checked stale,
+		// and last-writer-wins would let a stale password overrule it.
+		cur, err := q.LockUser(ctx, u.ID)
+		if err != nil {
+			return err
+		}
+		if cur.Status != store.StatusEnabled {
+			return errAccountDisabled()
+		}
+		if cur.PasswordHash != u.PasswordHash {
+			return errCurrentPasswordIncorrect()
+		}
 		revoked, err := q.RevokeUserSessions(ctx, u.ID, "password_changed", now)
 		if err != nil {
 			return err
@@ -76,9 +87,13 @@ func (s *Service) ChangePassword(ctx context.Context, userID, sessionID string, 
 		return q.AppendAudit(ctx, s.event(EventPasswordChanged, now, m, u.ID, sessionID, map[string]any{"revoked_sessions": len(revoked)}))
 	})
 	if err != nil {
-		return apperr.Internal(err)
+		return asAppErr(err)
 	}
 	return nil
+}
+
+func errCurrentPasswordIncorrect() error {
+	return apperr.New(apperr.KindForbidden, "current_password_incorrect", "The current password is incorrect.")
 }
 
 // hashErr is what a failed password hash means for the caller: when the
