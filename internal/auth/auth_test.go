@@ -305,7 +305,8 @@ func TestRegisterValidation(t *testing.T) {
 }
 
 // meanwhile is the real store, with change run just before a login writes
-// its session: as if it had committed while the password was being checked.
+// its session or a transaction begins: as if it had committed while the
+// caller was checking or hashing a password.
 type meanwhile struct {
 	store.Store
 	change func()
@@ -314,6 +315,11 @@ type meanwhile struct {
 func (m meanwhile) OpenSession(ctx context.Context, l store.Login) (string, error) {
 	m.change()
 	return m.Store.OpenSession(ctx, l)
+}
+
+func (m meanwhile) InTx(ctx context.Context, fn func(store.Queries) error) error {
+	m.change()
+	return m.Store.InTx(ctx, fn)
 }
 
 // A login whose password check overlaps a password change or a disable
@@ -352,18 +358,6 @@ func TestLoginOverlappingAnAccountChange(t *testing.T) {
 	})
 }
 
-// meanwhileTx is the real store, with change run just before the next
-// transaction begins: as if it had committed while the caller was hashing.
-type meanwhileTx struct {
-	store.Store
-	change func()
-}
-
-func (m meanwhileTx) InTx(ctx context.Context, fn func(store.Queries) error) error {
-	m.change()
-	return m.Store.InTx(ctx, fn)
-}
-
 // Two password changes checked against the same current password: the one
 // that commits second finds the password it checked replaced and changes
 // nothing (403 current_password_incorrect), instead of overruling the first.
@@ -373,7 +367,7 @@ func TestChangePasswordOverlappingAnotherChange(t *testing.T) {
 		f := newFixture(t, dbURL, 0)
 		u := f.user(t, "twice@example.com")
 		const first, second = "the first new passphrase", "the second new passphrase"
-		svc := f.over(meanwhileTx{Store: f.st, change: func() {
+		svc := f.over(meanwhile{Store: f.st, change: func() {
 			if err := f.svc.ChangePassword(ctx, u.ID, "", auth.ChangePasswordInput{Current: pw, New: first}, auth.Meta{}); err != nil {
 				t.Fatalf("first change = %v", err)
 			}
