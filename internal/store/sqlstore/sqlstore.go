@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -46,6 +47,9 @@ type queries struct {
 	db      *sqlx.DB
 	sql     *sync.Map // query as written -> query rebound for the dialect
 	stmts   *sync.Map // rebound query -> *sqlx.Stmt prepared on the pool
+	// beginning counts transactions waiting to begin: on SQLite, where
+	// BEGIN IMMEDIATE takes the write lock, they wait for a writer.
+	beginning *atomic.Int64
 }
 
 var _ store.Queries = (*queries)(nil)
@@ -87,7 +91,7 @@ func Open(ctx context.Context, url string) (*Store, error) {
 	if dialect == SQLite {
 		s.path = sqlitePath(url)
 	}
-	s.queries = queries{dialect: dialect, db: db, sql: new(sync.Map), stmts: new(sync.Map)}
+	s.queries = queries{dialect: dialect, db: db, sql: new(sync.Map), stmts: new(sync.Map), beginning: new(atomic.Int64)}
 	return s, nil
 }
 
@@ -158,7 +162,9 @@ func (q *queries) atomic(ctx context.Context, fn func(*queries) error) (err erro
 	if q.tx != nil {
 		return fn(q)
 	}
+	q.beginning.Add(1)
 	tx, err := q.db.BeginTxx(ctx, nil)
+	q.beginning.Add(-1)
 	if err != nil {
 		return mapErr(err)
 	}
@@ -168,7 +174,7 @@ func (q *queries) atomic(ctx context.Context, fn func(*queries) error) (err erro
 			panic(p)
 		}
 	}()
-	if err := fn(&queries{dialect: q.dialect, tx: tx, db: q.db, sql: q.sql, stmts: q.stmts}); err != nil {
+	if err := fn(&queries{dialect: q.dialect, tx: tx, db: q.db, sql: q.sql, stmts: q.stmts, beginning: q.beginning}); err != nil {
 		tx.Rollback()
 		return err
 	}

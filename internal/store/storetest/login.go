@@ -2,7 +2,6 @@ package storetest
 
 import (
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 
@@ -193,14 +192,11 @@ func testOpenSessionRacesDisable(t *testing.T, s store.Store) {
 			_, err := s.OpenSession(ctx, l)
 			done <- err
 		}()
-		// The login cannot finish while the disable holds the user (a
-		// row lock on PostgreSQL, the write lock on SQLite). Holding it a
-		// moment lets the login reach the database and wait there; a
-		// login that returns meanwhile did not wait, which is the bug.
-		select {
-		case err := <-done:
-			return fmt.Errorf("OpenSession returned (%v) while the disable was uncommitted", err)
-		case <-time.After(300 * time.Millisecond):
+		// The operation cannot finish while this transaction holds the
+		// user (a row lock on PostgreSQL, the write lock on SQLite): it
+		// must be found waiting, not finished.
+		if err := waitBlocked(ctx, s, "OpenSession", done); err != nil {
+			return err
 		}
 		return nil
 	})
@@ -229,10 +225,11 @@ func testRevokeWaitsForLogin(t *testing.T, s store.Store) {
 			_, err := s.RevokeUserSessions(ctx, u.ID, "logout_all", t0)
 			done <- err
 		}()
-		select {
-		case err := <-done:
-			return fmt.Errorf("RevokeUserSessions returned (%v) while a login was uncommitted", err)
-		case <-time.After(300 * time.Millisecond):
+		// The operation cannot finish while this transaction holds the
+		// user (a row lock on PostgreSQL, the write lock on SQLite): it
+		// must be found waiting, not finished.
+		if err := waitBlocked(ctx, s, "RevokeUserSessions", done); err != nil {
+			return err
 		}
 		return nil
 	})

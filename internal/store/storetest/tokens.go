@@ -309,13 +309,11 @@ func testRotateRacesDisable(t *testing.T, s store.Store) {
 			_, err := s.RotateRefreshToken(ctx, tok.Hash, child, t0, "", "", nil)
 			done <- err
 		}()
-		// As in the login race: the rotation cannot finish while the
-		// disable holds the user; holding it a moment lets the rotation
-		// reach the database first.
-		select {
-		case err := <-done:
-			return fmt.Errorf("RotateRefreshToken returned (%v) while the disable was uncommitted", err)
-		case <-time.After(300 * time.Millisecond):
+		// The operation cannot finish while this transaction holds the
+		// user (a row lock on PostgreSQL, the write lock on SQLite): it
+		// must be found waiting, not finished.
+		if err := waitBlocked(ctx, s, "RotateRefreshToken", done); err != nil {
+			return err
 		}
 		_, err := q.RevokeUserSessions(ctx, u.ID, "account_disabled", t0)
 		return err
