@@ -68,7 +68,7 @@ func (s *Service) Wait() { s.bg.wg.Wait() }
 // answered. Started at once, the work's CPU burst (a transaction, then the
 // mail worker) lands while the answer is still on its way to the client;
 // on a busy host that showed: known addresses at forgot-password answered
-// measurably slower than unknown ones (TestForgotPasswordIndistinguishable).
+// measurably slower than unknown ones (BenchmarkForgotPasswordLatency).
 const afterAnswer = 10 * time.Millisecond
 
 // inBackground runs fn once ctx is done (for a request, when its handler

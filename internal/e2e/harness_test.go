@@ -52,13 +52,13 @@ func TestMain(m *testing.M) {
 // backend is one database the suite runs on.
 type backend struct {
 	name string
-	url  func(t *testing.T) string
+	url  func(t testing.TB) string
 }
 
 func backends() []backend {
 	return []backend{
-		{"sqlite", func(t *testing.T) string { return testdb.SQLite(t) }},
-		{"postgres", func(t *testing.T) string { return testdb.Postgres(t) }},
+		{"sqlite", func(t testing.TB) string { return testdb.SQLite(t) }},
+		{"postgres", func(t testing.TB) string { return testdb.Postgres(t) }},
 	}
 }
 
@@ -259,7 +259,7 @@ func (is *issuer) cli(t *testing.T, stdin string, args ...string) (string, error
 }
 
 // openStore opens the issuer's database to check what a request left there.
-func openStore(t *testing.T, dbURL string) store.Store {
+func openStore(t testing.TB, dbURL string) store.Store {
 	t.Helper()
 	st, err := sqlstore.Open(context.Background(), dbURL)
 	if err != nil {
@@ -276,7 +276,7 @@ type response struct {
 	body   []byte
 }
 
-func (r response) json(t *testing.T) map[string]any {
+func (r response) json(t testing.TB) map[string]any {
 	t.Helper()
 	var m map[string]any
 	if err := json.Unmarshal(r.body, &m); err != nil {
@@ -289,7 +289,7 @@ var client = &http.Client{Timeout: 30 * time.Second}
 
 // do sends a request. body may be nil, a string/[]byte (sent as is) or any
 // value (sent as JSON). headers are name, value pairs.
-func do(t *testing.T, method, url string, body any, headers ...string) response {
+func do(t testing.TB, method, url string, body any, headers ...string) response {
 	t.Helper()
 	var rd io.Reader
 	contentType := ""
@@ -324,7 +324,7 @@ func do(t *testing.T, method, url string, body any, headers ...string) response 
 }
 
 // send performs req and reads the whole answer.
-func send(t *testing.T, req *http.Request) response {
+func send(t testing.TB, req *http.Request) response {
 	t.Helper()
 	res, err := client.Do(req)
 	if err != nil {
@@ -341,7 +341,7 @@ func send(t *testing.T, req *http.Request) response {
 func bearer(tok string) []string { return []string{"Authorization", "Bearer " + tok} }
 
 // wantStatus fails the test when r's status is not want.
-func wantStatus(t *testing.T, what string, r response, want int) {
+func wantStatus(t testing.TB, what string, r response, want int) {
 	t.Helper()
 	if r.status != want {
 		t.Fatalf("%s: status = %d, want %d; body %s", what, r.status, want, r.body)
@@ -380,7 +380,7 @@ type tokens struct {
 	Access, Refresh, SessionID string
 }
 
-func register(t *testing.T, is *issuer, email string) map[string]any {
+func register(t testing.TB, is *issuer, email string) map[string]any {
 	t.Helper()
 	r := do(t, "POST", is.base+"/v1/register", map[string]string{"email": email, "password": strongPassword})
 	wantStatus(t, "register", r, http.StatusCreated)
