@@ -65,8 +65,14 @@ func TestPodSecurity(t *testing.T) {
 				if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() || c.Resources.Limits.Memory().IsZero() {
 					t.Errorf("%s: container %q resources = %+v, want cpu and memory requests and a memory limit", m, c.Name, c.Resources)
 				}
+				// Every long-running container (an app container, or an
+				// init container that is a native sidecar) is probed for
+				// both: readiness gates traffic, liveness restarts a hang.
 				if c.ReadinessProbe == nil {
 					t.Errorf("%s: container %q has no readinessProbe", m, c.Name)
+				}
+				if c.LivenessProbe == nil {
+					t.Errorf("%s: container %q has no livenessProbe", m, c.Name)
 				}
 			}
 		})
@@ -328,6 +334,32 @@ func TestExampleApp(t *testing.T) {
 		if err != nil || path != p.wantPath || port != 9091 {
 			t.Errorf("verifier %s = %s:%d (%v), want %s:9091", p.name, path, port, err, p.wantPath)
 		}
+	}
+
+	// The app, bound to loopback, is probed through the verifier's public
+	// path; its liveness tolerates a verifier restart (the verifier's own
+	// liveness window plus its startup) before it restarts a healthy app.
+	app := spec.Containers[0]
+	for _, p := range []struct {
+		name  string
+		probe *corev1.Probe
+	}{{"readinessProbe", app.ReadinessProbe}, {"livenessProbe", app.LivenessProbe}} {
+		path, port, err := probePort(app, p.probe)
+		if err != nil || path != "/healthz" || port != 8081 {
+			t.Errorf("app %s = %s:%d (%v), want /healthz:8081 (the verifier's public path)", p.name, path, port, err)
+		}
+	}
+	if l := app.LivenessProbe; l != nil && v.LivenessProbe != nil {
+		appWindow := l.PeriodSeconds * l.FailureThreshold
+		verifierWindow := v.LivenessProbe.PeriodSeconds * v.LivenessProbe.FailureThreshold
+		if appWindow <= 2*verifierWindow {
+			t.Errorf("app liveness gives up after %ds, want more than twice the verifier's %ds, so a verifier restart does not restart the app", appWindow, verifierWindow)
+		}
+	}
+	if !slices.Contains(v.Args, "serve") || !slices.ContainsFunc(v.Env, func(e corev1.EnvVar) bool {
+		return e.Name == "VERIFIER_PUBLIC_PATH" && e.Value == "/healthz"
+	}) {
+		t.Errorf("verifier env lacks VERIFIER_PUBLIC_PATH=/healthz, which the app's probes go through")
 	}
 
 	// The app is reachable only through the verifier: it publishes no port.
