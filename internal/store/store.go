@@ -19,6 +19,11 @@ var (
 	// atomic operation requires (a refresh token already rotated or revoked).
 	// Nothing was changed.
 	ErrPrecondition = errors.New("store: precondition failed")
+	// ErrUnavailable means the database could not be reached or is not
+	// serving: a refused, reset or dropped connection, a server shutting
+	// down or starting up, a dial or pool timeout. It is a condition of the
+	// moment, not of the request: the same call may succeed later.
+	ErrUnavailable = errors.New("store: database unavailable")
 )
 
 // Account status values.

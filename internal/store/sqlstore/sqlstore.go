@@ -7,8 +7,11 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -299,6 +302,9 @@ func mapErr(err error) error {
 	if errors.As(err, &pqErr) && pqErr.Code == "23505" {
 		return fmt.Errorf("%w: %w", store.ErrAlreadyExists, err)
 	}
+	if unreachable(err) {
+		return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+	}
 	var liteErr *sqlite.Error
 	if errors.As(err, &liteErr) {
 		switch liteErr.Code() {
@@ -307,6 +313,29 @@ func mapErr(err error) error {
 		}
 	}
 	return fmt.Errorf("sqlstore: %w", err)
+}
+
+// unreachable reports whether err says the database cannot be reached or is
+// not serving, rather than that it refused this statement: the connection
+// was refused, reset or dropped (database/sql and lib/pq report a dropped
+// connection as driver.ErrBadConn, io.EOF or a net.Error), the server is
+// shutting down or starting up (SQLSTATE class 08, 57P01-57P03), or a dial
+// or the wait for a pooled connection timed out. A client that went away
+// (context.Canceled) is not an outage.
+func unreachable(err error) bool {
+	var pqErr *pq.Error
+	if errors.As(err, &pqErr) {
+		switch pqErr.Code {
+		case "57P01", "57P02", "57P03": // admin_shutdown, crash_shutdown, cannot_connect_now
+			return true
+		}
+		return pqErr.Code.Class() == "08" // connection_exception
+	}
+	var netErr net.Error
+	return errors.As(err, &netErr) ||
+		errors.Is(err, driver.ErrBadConn) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, context.DeadlineExceeded)
 }
 
 // ts is how every time enters the database: UTC, so SQLite's text times
