@@ -69,6 +69,13 @@ func Internal(err error) *Error {
 	return &Error{Kind: KindInternal, Code: "internal_error", Message: "An internal error occurred.", Err: err}
 }
 
+// Unavailable wraps the failure of a dependency the request could not do
+// without (the database cannot be reached): a condition of the moment that
+// the client answers by retrying later, neither its fault nor a bug of ours.
+func Unavailable(err error) *Error {
+	return &Error{Kind: KindUnavailable, Code: "unavailable", Message: "The service is temporarily unavailable; retry shortly.", Err: err}
+}
+
 // As returns the *Error in err's chain, or an internal error wrapping err when
 // there is none, so that every error has a kind.
 func As(err error) *Error {

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/palisade-auth/palisade/internal/apperr"
+	"github.com/palisade-auth/palisade/internal/auth"
 	"github.com/palisade-auth/palisade/internal/problem"
 )
 
@@ -27,8 +28,10 @@ var statusOf = map[apperr.Kind]int{
 
 // writeError renders err as problem+json. The public code and message go to
 // the client; the cause goes to the log only, and only for our own faults.
+// A database outage anywhere in err's chain is 503 with Retry-After
+// (auth.Classify), whichever handler met it.
 func (a *API) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	e := apperr.As(err)
+	e := auth.Classify(err)
 	status, ok := statusOf[e.Kind]
 	if !ok {
 		status = http.StatusInternalServerError
