@@ -48,14 +48,25 @@ func errNoSuchUser() error {
 	return apperr.New(apperr.KindNotFound, "not_found", "No such user.")
 }
 
-// AuthorizeAdmin is the check of reads: the role the access token claims
-// must be admin. It costs nothing, so the transport runs it before it reads
-// anything of the request. Writes check again against the database.
+// AuthorizeAdmin is the first check of every admin call: the role the
+// access token claims must be admin. It costs nothing, so the transport
+// runs it before it reads anything of the request. Every call then checks
+// again against the database (authorizeRead, authorizeWrite).
 func AuthorizeAdmin(a Actor) error {
 	if a.operator || (a.UserID != "" && a.Role == RoleAdmin) {
 		return nil
 	}
 	return errForbidden()
+}
+
+// authorizeRead re-reads the acting admin before a read: an admin demoted
+// or disabled since their access token was minted (it lives up to its TTL)
+// must not keep reading accounts, sessions and the audit trail.
+func (s *Service) authorizeRead(ctx context.Context, a Actor) error {
+	if err := authorizeWrite(ctx, s.st, a); err != nil {
+		return asAppErr(err)
+	}
+	return nil
 }
 
 // authorizeWrite re-reads the acting admin inside the write's transaction:
@@ -108,7 +119,7 @@ type UserPage struct {
 
 // AdminUsers lists accounts, oldest first.
 func (s *Service) AdminUsers(ctx context.Context, a Actor, in UserQuery) (UserPage, error) {
-	if err := AuthorizeAdmin(a); err != nil {
+	if err := s.authorizeRead(ctx, a); err != nil {
 		return UserPage{}, err
 	}
 	email := NormalizeEmail(in.Email)
@@ -142,7 +153,7 @@ func (s *Service) AdminUsers(ctx context.Context, a Actor, in UserQuery) (UserPa
 
 // AdminUser returns one account.
 func (s *Service) AdminUser(ctx context.Context, a Actor, id string) (User, error) {
-	if err := AuthorizeAdmin(a); err != nil {
+	if err := s.authorizeRead(ctx, a); err != nil {
 		return User{}, err
 	}
 	u, err := s.st.UserByID(ctx, id)
@@ -161,7 +172,7 @@ func (s *Service) AdminFindUser(ctx context.Context, a Actor, ref string) (User,
 	if !strings.Contains(ref, "@") {
 		return s.AdminUser(ctx, a, ref)
 	}
-	if err := AuthorizeAdmin(a); err != nil {
+	if err := s.authorizeRead(ctx, a); err != nil {
 		return User{}, err
 	}
 	u, err := s.st.UserByEmail(ctx, NormalizeEmail(ref))
@@ -421,7 +432,7 @@ const maxFilterLen = 200
 // AdminAudit queries the audit trail, newest first. Entries sharing a time
 // are ordered by id, so pages neither skip nor repeat one.
 func (s *Service) AdminAudit(ctx context.Context, a Actor, in AuditQuery) (AuditPage, error) {
-	if err := AuthorizeAdmin(a); err != nil {
+	if err := s.authorizeRead(ctx, a); err != nil {
 		return AuditPage{}, err
 	}
 	if !validText(in.UserID, maxFilterLen) {

@@ -126,10 +126,11 @@ func TestAdminForbidden(t *testing.T) {
 	}
 }
 
-// TestAdminWritesRereadTheAdmin: the role in an access token is enough to
-// read, but a write checks the acting admin in the database, so an admin
-// demoted or disabled since the token was minted cannot change accounts.
-func TestAdminWritesRereadTheAdmin(t *testing.T) {
+// TestAdminCallsRereadTheAdmin: the role in an access token is not enough;
+// every read and write checks the acting admin in the database, so an admin
+// demoted or disabled since the token was minted can neither read nor
+// change accounts, sessions or the audit trail.
+func TestAdminCallsRereadTheAdmin(t *testing.T) {
 	forEachDB(t, func(t *testing.T, dbURL string) {
 		f := newFixture(t, dbURL, 0)
 		ctx := context.Background()
@@ -148,10 +149,17 @@ func TestAdminWritesRereadTheAdmin(t *testing.T) {
 					t.Fatal(err)
 				}
 				// adm still claims admin, as its unexpired access token would.
-				if _, err := f.svc.AdminUser(ctx, adm, target.ID); err != nil {
-					t.Errorf("AdminUser by the stale admin token = %v, want nil (reads trust the token)", err)
-				}
-				_, err := f.svc.AdminUpdateUser(ctx, adm, target.ID, auth.UserPatch{Status: ptr(auth.StatusDisabled)}, auth.Meta{})
+				_, err := f.svc.AdminUser(ctx, adm, target.ID)
+				wantCode(t, "AdminUser by the stale admin", err, "forbidden")
+				_, err = f.svc.AdminFindUser(ctx, adm, "target@example.com")
+				wantCode(t, "AdminFindUser(email) by the stale admin", err, "forbidden")
+				_, err = f.svc.AdminUsers(ctx, adm, auth.UserQuery{})
+				wantCode(t, "AdminUsers by the stale admin", err, "forbidden")
+				_, err = f.svc.AdminSessions(ctx, adm, target.ID, auth.PageQuery{})
+				wantCode(t, "AdminSessions by the stale admin", err, "forbidden")
+				_, err = f.svc.AdminAudit(ctx, adm, auth.AuditQuery{})
+				wantCode(t, "AdminAudit by the stale admin", err, "forbidden")
+				_, err = f.svc.AdminUpdateUser(ctx, adm, target.ID, auth.UserPatch{Status: ptr(auth.StatusDisabled)}, auth.Meta{})
 				wantCode(t, "AdminUpdateUser by the stale admin", err, "forbidden")
 				_, err = f.svc.AdminRevokeSessions(ctx, adm, target.ID, auth.Meta{})
 				wantCode(t, "AdminRevokeSessions by the stale admin", err, "forbidden")
@@ -164,6 +172,8 @@ func TestAdminWritesRereadTheAdmin(t *testing.T) {
 		_, err := f.svc.AdminUpdateUser(ctx, auth.Actor{UserID: "no-such-user", Role: auth.RoleAdmin}, target.ID,
 			auth.UserPatch{Role: ptr("admin")}, auth.Meta{})
 		wantCode(t, "AdminUpdateUser by a deleted admin", err, "forbidden")
+		_, err = f.svc.AdminUser(ctx, auth.Actor{UserID: "no-such-user", Role: auth.RoleAdmin}, target.ID)
+		wantCode(t, "AdminUser by a deleted admin", err, "forbidden")
 		if u, _ := f.st.UserByID(ctx, target.ID); u.Status != auth.StatusEnabled || u.Role != auth.RoleUser {
 			t.Errorf("target after refused writes = %s/%s, want enabled/user", u.Status, u.Role)
 		}

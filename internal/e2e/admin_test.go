@@ -39,7 +39,7 @@ func TestAdminAPI(t *testing.T) {
 		adminHostile(t, f)
 		adminReads(t, f)
 		adminDisable(t, f, victim)
-		adminWritesRereadTheAdmin(t, f)
+		adminRereadsTheAdmin(t, f)
 		adminAudit(t, f)
 		adminCLI(t, f)
 	})
@@ -301,9 +301,9 @@ func adminDisable(t *testing.T, f *adminFixture, laptop tokens) {
 	login(t, f.is, f.victimEmail, strongPassword, "phone")
 }
 
-// adminWritesRereadTheAdmin: an admin demoted after login keeps an access
-// token claiming admin; reads trust it until it expires, writes do not.
-func adminWritesRereadTheAdmin(t *testing.T, f *adminFixture) {
+// adminRereadsTheAdmin: an admin demoted after login keeps an access
+// token claiming admin until it expires; neither reads nor writes trust it.
+func adminRereadsTheAdmin(t *testing.T, f *adminFixture) {
 	email := uniqueEmail()
 	if out, err := f.is.cli(t, strongPassword+"\n", "users", "create", "--email", email, "--role", "admin", "--password-stdin"); err != nil {
 		t.Fatalf("users create: %v\n%s", err, out)
@@ -312,7 +312,12 @@ func adminWritesRereadTheAdmin(t *testing.T, f *adminFixture) {
 	if out, err := f.is.cli(t, "", "users", "set-role", email, "user"); err != nil {
 		t.Fatalf("users set-role: %v\n%s", err, out)
 	}
-	adminGet(t, f, stale.Access, "/v1/admin/users/"+f.victimID)
+	for _, path := range []string{
+		"/v1/admin/users", "/v1/admin/users/" + f.victimID, "/v1/admin/users/" + f.victimID + "/sessions", "/v1/admin/audit",
+	} {
+		wantProblem(t, "GET "+path+" by a demoted admin", adminSend(t, f, "GET", path, "", bearer(stale.Access)...),
+			http.StatusForbidden, "forbidden")
+	}
 	wantProblem(t, "PATCH by a demoted admin", adminSend(t, f, "PATCH", "/v1/admin/users/"+f.victimID, `{"status": "disabled"}`, bearer(stale.Access)...),
 		http.StatusForbidden, "forbidden")
 	wantProblem(t, "DELETE sessions by a demoted admin", adminSend(t, f, "DELETE", "/v1/admin/users/"+f.victimID+"/sessions", "", bearer(stale.Access)...),

@@ -29,8 +29,8 @@ func (a *API) adminRoutes() []route {
 type adminHandler func(w http.ResponseWriter, r *http.Request, actor auth.Actor)
 
 // admin runs the domain's role check on the caller of h first, so that a
-// non-admin learns nothing from validation errors; the service checks again
-// (and, for writes, against the database).
+// non-admin learns nothing from validation errors; the service checks again,
+// against the database, for reads and writes alike.
 func (a *API) admin(h adminHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		id := identity(r)
