@@ -23,6 +23,15 @@ type Options struct {
 	IdleTimeout       time.Duration // 120s; keep-alive between requests
 	ShutdownTimeout   time.Duration // 20s; how long in-flight requests may finish
 	MaxHeaderBytes    int           // 64 KiB
+	// BodyTimeout bounds the reading of a request body as a whole, from
+	// the moment the handler starts (none by default). Unlike ReadTimeout
+	// it does not cancel a handler that runs longer.
+	BodyTimeout time.Duration
+	// BodyIdleTimeout bounds each read of a request body: a body that
+	// makes no progress for this long ends the request (none by default),
+	// so a long upload stays possible while a stalled one does not hold
+	// the connection.
+	BodyIdleTimeout time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -59,7 +68,7 @@ func New(name string, logger *slog.Logger, handler http.Handler, opts Options) *
 		name:   name,
 		logger: logger,
 		srv: &http.Server{
-			Handler:           handler,
+			Handler:           bodyDeadlines(opts.BodyTimeout, opts.BodyIdleTimeout, handler),
 			ReadHeaderTimeout: opts.ReadHeaderTimeout,
 			ReadTimeout:       opts.ReadTimeout,
 			WriteTimeout:      opts.WriteTimeout,

@@ -1,0 +1,106 @@
+package httpserver
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+)
+
+// ErrBodyTimeout is what a handler reading a request body gets when the
+// client sends it too slowly: the whole body did not arrive within the
+// body timeout, or one read waited longer than the idle timeout for a
+// byte. It wraps the network's timeout error; the request's connection is
+// closed once the handler has answered.
+var ErrBodyTimeout = errors.New("httpserver: request body read timed out")
+
+// bodyDeadlines bounds the reading of request bodies, which net/http leaves
+// unbounded without a ReadTimeout (and a ReadTimeout would also cancel a
+// handler that runs past it): before each read of the body it sets the
+// connection's read deadline to the earlier of the request's start plus
+// total and now plus idle, and clears it once the body is read to its end.
+// A zero duration is no bound. Bodiless and upgrade requests pass
+// untouched: the latter's connection may be hijacked and must not inherit
+// a deadline.
+func bodyDeadlines(total, idle time.Duration, next http.Handler) http.Handler {
+	if total <= 0 && idle <= 0 {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body == nil || r.Body == http.NoBody || r.Header.Get("Upgrade") != "" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		b := &deadlineBody{ReadCloser: r.Body, ctl: http.NewResponseController(w), start: time.Now(), total: total, idle: idle}
+		r.Body = b
+		next.ServeHTTP(w, r)
+		b.finish()
+	})
+}
+
+// deadlineBody is a request body whose every read runs under a deadline.
+type deadlineBody struct {
+	io.ReadCloser
+	ctl         *http.ResponseController
+	start       time.Time
+	total, idle time.Duration
+
+	mu       sync.Mutex
+	eof      bool // the body was read to its end; the deadline is cleared
+	finished bool // the handler returned; the connection may serve the next request
+}
+
+// deadline is when a read starting at now must have returned.
+func (b *deadlineBody) deadline(now time.Time) time.Time {
+	var d time.Time
+	if b.total > 0 {
+		d = b.start.Add(b.total)
+	}
+	if b.idle > 0 {
+		if i := now.Add(b.idle); d.IsZero() || i.Before(d) {
+			d = i
+		}
+	}
+	return d
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	if b.finished || b.eof {
+		b.mu.Unlock()
+		return b.ReadCloser.Read(p)
+	}
+	// A writer that cannot set deadlines (none of net/http's) leaves the
+	// body unbounded, as it was.
+	_ = b.ctl.SetReadDeadline(b.deadline(time.Now()))
+	b.mu.Unlock()
+
+	n, err := b.ReadCloser.Read(p)
+	switch {
+	case err == io.EOF:
+		b.mu.Lock()
+		if !b.finished && !b.eof {
+			b.eof = true
+			_ = b.ctl.SetReadDeadline(time.Time{})
+		}
+		b.mu.Unlock()
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		err = fmt.Errorf("%w: %w", ErrBodyTimeout, err)
+	}
+	return n, err
+}
+
+// finish runs when the handler has returned. A body it left unread is
+// drained by net/http before the connection serves another request; that
+// drain gets the same bound as a read would.
+func (b *deadlineBody) finish() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.finished = true
+	if !b.eof {
+		_ = b.ctl.SetReadDeadline(b.deadline(time.Now()))
+	}
+}

@@ -1,0 +1,167 @@
+package httpserver
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// serveTest runs a Server with opts on a loopback port until the test ends.
+func serveTest(t *testing.T, opts Options, h http.Handler) string {
+	t.Helper()
+	log, _ := newTestLogger()
+	s := New("test", log, h, opts)
+	if err := s.Listen("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	return s.Addr().String()
+}
+
+// readAllHandler reads the body and reports how: 408 on ErrBodyTimeout,
+// else 200 with the length and SHA-256 of what arrived. It sends the read
+// error on errs.
+func readAllHandler(errs chan<- error) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(r.Body)
+		errs <- err
+		if errors.Is(err, ErrBodyTimeout) {
+			w.WriteHeader(http.StatusRequestTimeout)
+			return
+		}
+		fmt.Fprintf(w, "%d %x", len(b), sha256.Sum256(b))
+	})
+}
+
+func TestBodyDeadlinesEndATrickledBody(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		opts    Options
+		trickle bool // keep sending a byte every 20 ms, so only the total bound can fire
+	}{
+		{"total bound, body trickles", Options{BodyTimeout: 300 * time.Millisecond}, true},
+		{"idle bound, body stalls", Options{BodyIdleTimeout: 300 * time.Millisecond}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			errs := make(chan error, 1)
+			addr := serveTest(t, tc.opts, readAllHandler(errs))
+			conn, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			if _, err := io.WriteString(conn, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\nx"); err != nil {
+				t.Fatal(err)
+			}
+			stop := make(chan struct{})
+			defer close(stop)
+			if tc.trickle {
+				go func() {
+					tick := time.NewTicker(20 * time.Millisecond)
+					defer tick.Stop()
+					for {
+						select {
+						case <-stop:
+							return
+						case <-tick.C:
+							if _, err := conn.Write([]byte("x")); err != nil {
+								return
+							}
+						}
+					}
+				}()
+			}
+			select {
+			case err := <-errs:
+				if !errors.Is(err, ErrBodyTimeout) {
+					t.Fatalf("reading the body: err = %v, want %v", err, ErrBodyTimeout)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("the body read was not cut off within 30s")
+			}
+			conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+			res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil {
+				t.Fatalf("reading the answer: %v", err)
+			}
+			res.Body.Close()
+			if res.StatusCode != http.StatusRequestTimeout || !res.Close {
+				t.Errorf("answer = %d (close %t), want %d and the connection closed", res.StatusCode, res.Close, http.StatusRequestTimeout)
+			}
+		})
+	}
+}
+
+func TestBodyIdleTimeoutAllowsASteadyUpload(t *testing.T) {
+	const idle = 2 * time.Second
+	errs := make(chan error, 1)
+	addr := serveTest(t, Options{BodyIdleTimeout: idle}, readAllHandler(errs))
+	pr, pw := io.Pipe()
+	sum := sha256.New()
+	total := 0
+	go func() {
+		chunk := []byte(strings.Repeat("palisade", 4096))
+		// Twenty chunks an eighth of the idle timeout apart: the upload
+		// lasts more than twice the idle timeout, no gap comes near it.
+		for i := 0; i < 20; i++ {
+			if _, err := pw.Write(chunk); err != nil {
+				return
+			}
+			sum.Write(chunk)
+			total += len(chunk)
+			time.Sleep(idle / 8)
+		}
+		pw.Close()
+	}()
+	res, err := http.Post("http://"+addr+"/", "application/octet-stream", pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	got, _ := io.ReadAll(res.Body)
+	if err := <-errs; err != nil {
+		t.Fatalf("reading the upload: %v", err)
+	}
+	if want := fmt.Sprintf("%d %x", total, sum.Sum(nil)); res.StatusCode != http.StatusOK || string(got) != want {
+		t.Errorf("upload answered %d %q, want 200 %q", res.StatusCode, got, want)
+	}
+}
+
+// TestBodyDeadlineEndsWithTheBody checks that a handler which has read its
+// body may run past the body timeout: its context is not cancelled, as it
+// would be under http.Server's ReadTimeout.
+func TestBodyDeadlineEndsWithTheBody(t *testing.T) {
+	const total = 200 * time.Millisecond
+	ctxErr := make(chan error, 1)
+	addr := serveTest(t, Options{BodyTimeout: total}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := io.ReadAll(r.Body); err != nil {
+			ctxErr <- err
+			return
+		}
+		// Outlive the deadline the body was read under.
+		time.Sleep(5 * total)
+		ctxErr <- r.Context().Err()
+	}))
+	res, err := http.Post("http://"+addr+"/", "application/json", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if err := <-ctxErr; err != nil {
+		t.Errorf("request context after the body was read and the body timeout passed: %v, want nil", err)
+	}
+}
