@@ -3,6 +3,7 @@ package issuerapi
 import (
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"net/http"
 	"time"
 
@@ -13,7 +14,7 @@ import (
 
 // RefreshCookie holds the refresh token of a browser client. Like the
 // access and CSRF cookies it is __Host- prefixed (Secure, host-only, path /).
-const RefreshCookie = "__Host-refresh_token"
+const RefreshCookie = verify.DefaultRefreshCookie
 
 // Cookie delivery (API.md section 2, seed "Cookies"): a request whose Origin
 // is one of --browser-origins is a browser client. Its login and refresh
@@ -91,14 +92,14 @@ func (a *API) cookieRefreshToken(r *http.Request) (string, bool, error) {
 	if len(a.cookies.Origins) == 0 {
 		return "", false, nil
 	}
-	c, err := r.Cookie(RefreshCookie)
-	if err != nil || c.Value == "" || r.ContentLength != 0 {
+	if r.ContentLength != 0 {
 		return "", false, nil
 	}
-	if !a.cookies.CheckCSRF(r) {
+	tok, _, found, err := a.cookies.Authenticate(r, verify.AuthRequest{Method: r.Method, Cookie: RefreshCookie, CookieOnly: true})
+	if errors.Is(err, verify.ErrCSRF) {
 		return "", true, errCSRF()
 	}
-	return c.Value, true, nil
+	return tok, found, nil
 }
 
 func errCSRF() error {

@@ -37,18 +37,12 @@ func (g *gate) decide(w http.ResponseWriter, r *http.Request, method, escapedPat
 		g.cfg.Metrics.outcome(OutcomePublic, "")
 		return nil, true
 	}
-	tok, ok := "", false
-	if c := g.cfg.Cookies; c != nil {
-		var fromCookie bool
-		tok, fromCookie, ok = c.Token(r)
-		if ok && fromCookie && !c.CheckCSRF(withMethod(r, method)) {
-			g.cfg.Metrics.outcome(OutcomeRejected, ReasonCSRF)
-			g.cfg.Logger.DebugContext(r.Context(), "cookie-authenticated request failed the CSRF check")
-			verify.WriteCSRFFailed(w)
-			return nil, false
-		}
-	} else {
-		tok, ok = verify.BearerToken(r)
+	tok, _, ok, err := g.cfg.Cookies.Authenticate(r, verify.AuthRequest{Method: method})
+	if errors.Is(err, verify.ErrCSRF) {
+		g.cfg.Metrics.outcome(OutcomeRejected, ReasonCSRF)
+		g.cfg.Logger.DebugContext(r.Context(), "cookie-authenticated request failed the CSRF check")
+		verify.WriteCSRFFailed(w)
+		return nil, false
 	}
 	if !ok {
 		g.reject(w, r, &verify.Error{Reason: verify.ReasonMissing})
@@ -68,15 +62,6 @@ func (g *gate) decide(w http.ResponseWriter, r *http.Request, method, escapedPat
 // ReasonCSRF is the metrics reason of a cookie-authenticated request that
 // failed the CSRF rule.
 const ReasonCSRF verify.Reason = "csrf"
-
-func withMethod(r *http.Request, method string) *http.Request {
-	if r.Method == method {
-		return r
-	}
-	c := *r
-	c.Method = method
-	return &c
-}
 
 func (g *gate) reject(w http.ResponseWriter, r *http.Request, err error) {
 	reason := verify.ReasonOf(err)

@@ -2,6 +2,7 @@ package verify
 
 import (
 	"crypto/subtle"
+	"errors"
 	"net/http"
 	"slices"
 	"strings"
@@ -14,6 +15,9 @@ const (
 	DefaultAccessCookie = "__Host-access_token"
 	DefaultCSRFCookie   = "__Host-csrf_token"
 	DefaultCSRFHeader   = "X-CSRF-Token"
+	// DefaultRefreshCookie holds a browser's refresh token. Only the
+	// issuer reads it; the verifier never forwards it to an app.
+	DefaultRefreshCookie = "__Host-refresh_token"
 )
 
 // CookieAuth lets browser clients authenticate with the access-token cookie
@@ -49,15 +53,73 @@ func (c CookieAuth) AllowedOrigin(r *http.Request) bool {
 	return len(origins) == 1 && slices.Contains(c.Origins, origins[0])
 }
 
-// CheckCSRF reports whether a request authenticated by a cookie may
-// proceed: safe methods (GET, HEAD, OPTIONS, TRACE) always, others only with
-// an allowed Origin and a CSRF header equal to the CSRF cookie.
-func (c CookieAuth) CheckCSRF(r *http.Request) bool {
-	switch r.Method {
+// ErrCSRF is what Authenticate returns for a cookie-authenticated request
+// that fails the CSRF rule; transports answer it with WriteCSRFFailed (or
+// their own 403 csrf_failed).
+var ErrCSRF = errors.New("verify: cookie-authenticated request failed the CSRF check")
+
+// AuthRequest says how Authenticate reads a request.
+type AuthRequest struct {
+	// Method is the original request's method, which decides whether the
+	// CSRF rule applies. "" means unknown (a forwarding proxy did not say)
+	// and counts as unsafe.
+	Method string
+	// Cookie names the cookie holding the token; "" means the access
+	// cookie.
+	Cookie string
+	// CookieOnly ignores the Authorization header: the cookie is the only
+	// source (the issuer's refresh cookie, which is no access token).
+	CookieOnly bool
+}
+
+// Authenticate is the one bearer/cookie/CSRF decision: every transport that
+// accepts a token from a header or a cookie calls it. It returns the token
+// and whether it came from a cookie, found false when the request carries
+// none, or ErrCSRF.
+//
+//   - A request with an Authorization header (unless CookieOnly) is
+//     authenticated by that header alone: its bearer token, or none when
+//     the header is malformed, never a cookie behind it. A header cannot
+//     be set cross-site, so no CSRF check applies.
+//   - Otherwise, when c is not nil, the cookie's value, non-empty and
+//     without whitespace. A browser attaches cookies to requests other
+//     sites trigger, so unless the method is safe (GET, HEAD, OPTIONS,
+//     TRACE; an unknown method is not) the request must come from an
+//     allowed Origin and repeat the CSRF cookie in the CSRF header, or
+//     Authenticate returns ErrCSRF.
+//
+// A nil *CookieAuth accepts the Authorization header only.
+func (c *CookieAuth) Authenticate(r *http.Request, req AuthRequest) (tok string, fromCookie, found bool, err error) {
+	if !req.CookieOnly && (c == nil || len(r.Header.Values("Authorization")) > 0) {
+		tok, found = BearerToken(r)
+		return tok, false, found, nil
+	}
+	if c == nil {
+		return "", false, false, nil
+	}
+	cc := c.withDefaults()
+	name := req.Cookie
+	if name == "" {
+		name = cc.AccessCookie
+	}
+	cookie, cerr := r.Cookie(name)
+	if cerr != nil || cookie.Value == "" || strings.ContainsAny(cookie.Value, " \t") {
+		return "", false, false, nil
+	}
+	if !cc.csrfOK(r, req.Method) {
+		return "", true, true, ErrCSRF
+	}
+	return cookie.Value, true, true, nil
+}
+
+// csrfOK reports whether a request authenticated by a cookie may proceed:
+// safe methods always, others (and an unknown method) only with an allowed
+// Origin and a CSRF header equal to the CSRF cookie.
+func (c CookieAuth) csrfOK(r *http.Request, method string) bool {
+	switch method {
 	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
 		return true
 	}
-	c = c.withDefaults()
 	if !c.AllowedOrigin(r) {
 		return false
 	}
@@ -67,21 +129,6 @@ func (c CookieAuth) CheckCSRF(r *http.Request) bool {
 		return false
 	}
 	return subtle.ConstantTimeCompare([]byte(cookie.Value), []byte(header[0])) == 1
-}
-
-// Token returns the request's access token and whether it came from the
-// cookie: the Authorization header when there is one (a header cannot be
-// forged cross-site, so it needs no CSRF check), else the access cookie.
-func (c CookieAuth) Token(r *http.Request) (tok string, fromCookie, ok bool) {
-	if len(r.Header.Values("Authorization")) > 0 {
-		tok, ok = BearerToken(r)
-		return tok, false, ok
-	}
-	cookie, err := r.Cookie(c.withDefaults().AccessCookie)
-	if err != nil || cookie.Value == "" || strings.ContainsAny(cookie.Value, " \t") {
-		return "", false, false
-	}
-	return cookie.Value, true, true
 }
 
 // csrfFailedBody is the answer to a cookie-authenticated request that fails
@@ -99,7 +146,7 @@ func WriteCSRFFailed(w http.ResponseWriter) {
 
 // WithCookieAuth makes Middleware also accept the access token from c's
 // cookie, refusing with 403 csrf_failed a cookie-authenticated unsafe
-// request that fails c.CheckCSRF. The check runs before the token is
+// request that fails the CSRF rule of Authenticate. The check runs before the token is
 // verified, so a forged cross-site request costs no signature check.
 func WithCookieAuth(c CookieAuth) MiddlewareOption {
 	c = c.withDefaults()

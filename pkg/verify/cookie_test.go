@@ -2,6 +2,7 @@ package verify_test
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -79,6 +80,46 @@ func TestCookieAuthMiddleware(t *testing.T) {
 			}
 			if ct := rec.Header().Get("Content-Type"); ct != "application/problem+json" {
 				t.Errorf("Content-Type = %q", ct)
+			}
+		})
+	}
+}
+
+func TestAuthenticate(t *testing.T) {
+	const origin = "https://app.example.com"
+	c := &verify.CookieAuth{Origins: []string{origin}}
+	type want struct {
+		tok            string
+		fromCookie, ok bool
+		csrf           bool
+	}
+	tests := []struct {
+		name   string
+		c      *verify.CookieAuth
+		req    verify.AuthRequest
+		header http.Header
+		want   want
+	}{
+		{"bearer", c, verify.AuthRequest{Method: "POST"}, http.Header{"Authorization": {"Bearer abc"}}, want{"abc", false, true, false}},
+		{"malformed bearer hides the cookie", c, verify.AuthRequest{Method: "GET"}, http.Header{"Authorization": {"Basic x"}, "Cookie": {"__Host-access_token=c"}}, want{"", false, false, false}},
+		{"cookie on GET", c, verify.AuthRequest{Method: "GET"}, http.Header{"Cookie": {"__Host-access_token=c"}}, want{"c", true, true, false}},
+		{"cookie on POST without the CSRF proof", c, verify.AuthRequest{Method: "POST"}, http.Header{"Cookie": {"__Host-access_token=c"}}, want{"", true, true, true}},
+		{"cookie, unknown method counts as unsafe", c, verify.AuthRequest{}, http.Header{"Cookie": {"__Host-access_token=c"}}, want{"", true, true, true}},
+		{"cookie, unknown method with the CSRF proof", c, verify.AuthRequest{}, http.Header{"Cookie": {"__Host-access_token=c; __Host-csrf_token=k"}, "Origin": {origin}, "X-Csrf-Token": {"k"}}, want{"c", true, true, false}},
+		{"nil CookieAuth ignores cookies", nil, verify.AuthRequest{Method: "GET"}, http.Header{"Cookie": {"__Host-access_token=c"}}, want{"", false, false, false}},
+		{"nil CookieAuth reads the header", nil, verify.AuthRequest{}, http.Header{"Authorization": {"Bearer abc"}}, want{"abc", false, true, false}},
+		{"cookie only: the header is not the refresh token", c, verify.AuthRequest{Method: "POST", Cookie: "__Host-refresh_token", CookieOnly: true}, http.Header{"Authorization": {"Bearer abc"}}, want{"", false, false, false}},
+		{"cookie only: named cookie under CSRF", c, verify.AuthRequest{Method: "POST", Cookie: "__Host-refresh_token", CookieOnly: true}, http.Header{"Authorization": {"Bearer abc"}, "Cookie": {"__Host-refresh_token=r"}}, want{"", true, true, true}},
+		{"cookie only: named cookie with the CSRF proof", c, verify.AuthRequest{Method: "POST", Cookie: "__Host-refresh_token", CookieOnly: true}, http.Header{"Cookie": {"__Host-refresh_token=r; __Host-csrf_token=k"}, "Origin": {origin}, "X-Csrf-Token": {"k"}}, want{"r", true, true, false}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := httptest.NewRequest("GET", "/", nil)
+			r.Header = tt.header
+			tok, fromCookie, ok, err := tt.c.Authenticate(r, tt.req)
+			got := want{tok, fromCookie, ok, errors.Is(err, verify.ErrCSRF)}
+			if got != tt.want {
+				t.Errorf("Authenticate(%v, %+v) = %+v, want %+v", tt.header, tt.req, got, tt.want)
 			}
 		})
 	}

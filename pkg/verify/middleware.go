@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"errors"
 	"net/http"
 	"strings"
 )
@@ -60,8 +61,8 @@ func WithTokenFunc(fn func(r *http.Request) (string, bool)) MiddlewareOption {
 
 type middleware struct {
 	v        *Verifier
-	token    func(*http.Request) (string, bool)
-	cookies  *CookieAuth
+	token    func(*http.Request) (string, bool) // used only without cookies; nil: Authenticate
+	cookies  *CookieAuth                        // nil: the Authorization header only
 	onReject func(*http.Request, error)
 }
 
@@ -73,22 +74,22 @@ func Middleware(v *Verifier, opts ...MiddlewareOption) func(http.Handler) http.H
 	if v == nil {
 		panic("verify: Middleware with a nil Verifier")
 	}
-	m := &middleware{v: v, token: BearerToken}
+	m := &middleware{v: v}
 	for _, o := range opts {
 		o(m)
 	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			tok, ok := "", false
-			if m.cookies != nil {
-				var fromCookie bool
-				tok, fromCookie, ok = m.cookies.Token(r)
-				if ok && fromCookie && !m.cookies.CheckCSRF(r) {
+			if m.token != nil && m.cookies == nil {
+				tok, ok = m.token(r)
+			} else {
+				var err error
+				tok, _, ok, err = m.cookies.Authenticate(r, AuthRequest{Method: r.Method})
+				if errors.Is(err, ErrCSRF) {
 					WriteCSRFFailed(w)
 					return
 				}
-			} else {
-				tok, ok = m.token(r)
 			}
 			if !ok || tok == "" {
 				m.reject(w, r, &Error{Reason: ReasonMissing})
