@@ -30,6 +30,7 @@ type Verifier struct {
 	PublicPaths     []string
 	ClockSkew       time.Duration
 	TrustedProxies  []string
+	ForwardHeaders  string
 	BrowserOrigins  []string
 	HS256SecretFile string
 	CacheSize       int
@@ -57,6 +58,7 @@ func (c *Verifier) ServeFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&c.PublicPaths, "public-path", nil, "path served without a token: exact, or a prefix ending in /* (repeatable)")
 	fs.StringSliceVar(&c.BrowserOrigins, "browser-origins", nil, "origins of browser apps whose access-token cookie is accepted; a cookie-authenticated unsafe request must come from one of them and carry the X-CSRF-Token header equal to the CSRF cookie (repeatable or comma-separated)")
 	fs.StringSliceVar(&c.TrustedProxies, "trusted-proxies", nil, "CIDRs whose forwarding headers are believed (X-Forwarded-For; in forward-auth mode also the original method and URI)")
+	fs.StringVar(&c.ForwardHeaders, "forward-auth-headers", "", "forward-auth mode: the proxy whose headers carry the original method and URI: nginx (X-Original-Method, X-Original-URI), traefik or caddy (X-Forwarded-Method, X-Forwarded-Uri), both only from --trusted-proxies; envoy (the request's own method and path)")
 	fs.IntVar(&c.CacheSize, "cache-size", 10000, "verified tokens remembered until they expire (0 = off); skips repeated RSA work")
 }
 
@@ -106,8 +108,22 @@ func (c *Verifier) ValidateServe() error {
 		if c.Upstream != "" {
 			add("--upstream is not used in forward-auth mode")
 		}
+		switch c.ForwardHeaders {
+		case "envoy":
+		case "nginx", "traefik", "caddy":
+			if len(c.TrustedProxies) == 0 {
+				add("--forward-auth-headers %s needs --trusted-proxies: the proxy's headers are believed only from its address", c.ForwardHeaders)
+			}
+		case "":
+			add("--forward-auth-headers is required in forward-auth mode: nginx, traefik, caddy or envoy")
+		default:
+			add("--forward-auth-headers must be nginx, traefik, caddy or envoy, got %q", c.ForwardHeaders)
+		}
 	default:
 		add("--mode must be %s or %s, got %q", ModeProxy, ModeForwardAuth, c.Mode)
+	}
+	if c.Mode == ModeProxy && c.ForwardHeaders != "" {
+		add("--forward-auth-headers is used only in forward-auth mode")
 	}
 	if c.Listen == "" {
 		add("--listen is required")

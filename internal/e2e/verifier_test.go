@@ -314,7 +314,7 @@ func TestVerifierForwardAuthMode(t *testing.T) {
 	if err := os.WriteFile(jwks, ks.JWKS(), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	v := startVerifier(t, "--mode", "forward-auth", "--jwks-file", jwks, "--public-path", "/public/*", "--trusted-proxies", "127.0.0.1/32")
+	v := startVerifier(t, "--mode", "forward-auth", "--forward-auth-headers", "traefik", "--jwks-file", jwks, "--public-path", "/public/*", "--trusted-proxies", "127.0.0.1/32")
 	v.waitReady(t)
 	r := do(t, "GET", v.base+"/auth", nil, bearer(ks.Token(t, "user-7"))...)
 	wantStatus(t, "forward-auth with a valid token", r, http.StatusOK)

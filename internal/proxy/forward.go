@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -8,14 +9,79 @@ import (
 	"github.com/palisade-auth/palisade/pkg/verify"
 )
 
-// ForwardAuth answers a forwarding proxy's sub-request: 200 with the
-// identity headers when the token is valid or the original path is public,
-// else the same 401 the proxy mode gives.
+// ForwardHeaders names the forwarding proxy whose header contract
+// forward-auth believes for the original request's method and URI.
+type ForwardHeaders string
+
+// The header contracts. Each proxy sets (overwriting whatever the client
+// sent) exactly the headers its contract reads; every other form a request
+// carries came from the client.
+const (
+	// ForwardHeadersEnvoy (and the zero value) believes the request
+	// itself: Envoy's ext_authz HTTP service sends the original method and
+	// path (behind any path_prefix) as its own.
+	ForwardHeadersEnvoy ForwardHeaders = "envoy"
+	// ForwardHeadersNginx reads X-Original-Method and X-Original-URI,
+	// which the auth_request location must set with proxy_set_header;
+	// nginx's sub-request itself is always a GET.
+	ForwardHeadersNginx ForwardHeaders = "nginx"
+	// ForwardHeadersTraefik reads X-Forwarded-Method and X-Forwarded-Uri,
+	// which forwardAuth sets (unless trustForwardHeader passes the
+	// client's on).
+	ForwardHeadersTraefik ForwardHeaders = "traefik"
+	// ForwardHeadersCaddy reads X-Forwarded-Method and X-Forwarded-Uri,
+	// which forward_auth sets.
+	ForwardHeadersCaddy ForwardHeaders = "caddy"
+)
+
+// ParseForwardHeaders parses a --forward-auth-headers value.
+func ParseForwardHeaders(s string) (ForwardHeaders, error) {
+	switch f := ForwardHeaders(s); f {
+	case ForwardHeadersEnvoy, ForwardHeadersNginx, ForwardHeadersTraefik, ForwardHeadersCaddy:
+		return f, nil
+	}
+	return "", fmt.Errorf("unknown forward-auth header contract %q (want nginx, traefik, caddy or envoy)", s)
+}
+
+// The forms of the original URI and method some proxy uses.
+var (
+	uriHeaders    = []string{"X-Forwarded-Uri", "X-Original-Uri"}
+	methodHeaders = []string{"X-Forwarded-Method", "X-Original-Method"}
+)
+
+// headerNames returns the URI and method headers of the contract, "" for
+// Envoy's, which uses the request's own.
+func (f ForwardHeaders) headerNames() (uri, method string) {
+	switch f {
+	case ForwardHeadersNginx:
+		return "X-Original-Uri", "X-Original-Method"
+	case ForwardHeadersTraefik, ForwardHeadersCaddy:
+		return "X-Forwarded-Uri", "X-Forwarded-Method"
+	}
+	return "", ""
+}
+
+// ReasonForwardedConflict is the metrics reason of a forward-auth request
+// whose original-URI or method headers disagree or repeat, or that asks
+// for a protocol upgrade the verifier refuses.
+const (
+	ReasonForwardedConflict verify.Reason = "forwarded_conflict"
+	ReasonUpgrade           verify.Reason = "upgrade"
+)
+
+// ForwardAuth answers a forwarding proxy's sub-request: 200 with every
+// identity header (empty when the token lacks the claim, or on a public
+// path, so a proxy copying them overwrites whatever the client sent) when
+// the token is valid or the original path is public, else the same 401
+// the proxy mode gives.
 //
-// The original URI comes from X-Forwarded-Uri (Traefik) or X-Original-URI
-// (nginx auth_request) only when the caller is a trusted proxy; otherwise,
-// as with Envoy's ext_authz HTTP service, which sends the original path as
-// the request path, the request's own path counts.
+// The original URI and method come only from the headers of the
+// configured contract (Config.ForwardHeaders), and, for nginx, Traefik and
+// Caddy, only from a trusted proxy: from anyone else the URI matches no
+// public path and the method is unknown, which the CSRF rule treats as
+// unsafe. A request whose forms of the original URI or method disagree,
+// or repeat, is refused with the 401: nginx and Traefik pass a client's
+// own headers on, and only the contract's were set by the proxy.
 type ForwardAuth struct {
 	gate
 }
@@ -27,40 +93,70 @@ func NewForwardAuth(v *verify.Verifier, cfg Config) *ForwardAuth {
 
 func (f *ForwardAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
-	id, ok := f.decide(w, r, f.originalMethod(r), f.originalPath(r))
+	method, path, ok := f.original(r)
+	if !ok {
+		f.reject(w, r, &verify.Error{Reason: ReasonForwardedConflict})
+		return
+	}
+	up := upgradeOf(r.Header)
+	if up == upgradeOther {
+		f.reject(w, r, &verify.Error{Reason: ReasonUpgrade})
+		return
+	}
+	id, ok := f.decide(w, r, method, path, up == upgradeNone)
 	if !ok {
 		return
 	}
-	if id != nil {
-		SetIdentity(w.Header(), id)
+	if id == nil {
+		id = &verify.Identity{}
 	}
+	SetAllIdentity(w.Header(), id)
 	w.WriteHeader(http.StatusOK)
 }
 
-// originalMethod is the forwarded request's method, from X-Forwarded-Method
-// (Traefik) or X-Original-Method (nginx, when configured) of a trusted
-// proxy; else the request's own, as Envoy sends it.
-func (f *ForwardAuth) originalMethod(r *http.Request) string {
-	if f.cfg.TrustedProxies != nil && f.cfg.TrustedProxies.TrustedPeer(r) {
-		for _, h := range []string{"X-Forwarded-Method", "X-Original-Method"} {
-			if v := r.Header.Get(h); v != "" {
-				return strings.ToUpper(v)
-			}
-		}
+// original returns the forwarded request's method ("" when unknown) and
+// escaped path ("" when unknown, matching no public path), or ok false
+// when the request carries conflicting or repeated forms of either.
+func (f *ForwardAuth) original(r *http.Request) (method, path string, ok bool) {
+	uriName, methodName := f.cfg.ForwardHeaders.headerNames()
+	var uri string
+	if uriName == "" { // Envoy: the request is the original.
+		uri, method = r.URL.RequestURI(), r.Method
+	} else if f.cfg.TrustedProxies != nil && f.cfg.TrustedProxies.TrustedPeer(r) {
+		uri, method = r.Header.Get(uriName), r.Header.Get(methodName)
 	}
-	return r.Method
+	if !agree(r.Header, uriHeaders, uri, uriName == "", func(a, b string) bool { return a == b }) {
+		return "", "", false
+	}
+	if !agree(r.Header, methodHeaders, method, methodName == "", strings.EqualFold) {
+		return "", "", false
+	}
+	method = strings.ToUpper(strings.TrimSpace(method))
+	if uri == "" {
+		return method, "", true
+	}
+	return method, escapedPathOf(uri), true
 }
 
-func (f *ForwardAuth) originalPath(r *http.Request) string {
-	if f.cfg.TrustedProxies == nil || !f.cfg.TrustedProxies.TrustedPeer(r) {
-		return r.URL.EscapedPath()
-	}
-	for _, h := range []string{"X-Forwarded-Uri", "X-Original-Uri"} {
-		if v := r.Header.Get(h); v != "" {
-			return escapedPathOf(v)
+// agree reports whether each of names appears at most once and every one
+// present carries the same value, which is also want when self is true (the
+// request's own method or URI counts as one more form).
+func agree(h http.Header, names []string, want string, self bool, eq func(a, b string) bool) bool {
+	seen := self
+	for _, name := range names {
+		vals := h.Values(name)
+		switch {
+		case len(vals) == 0:
+			continue
+		case len(vals) > 1:
+			return false
+		case !seen:
+			want, seen = vals[0], true
+		case !eq(vals[0], want):
+			return false
 		}
 	}
-	return r.URL.EscapedPath()
+	return true
 }
 
 // escapedPathOf returns the path of a request URI as sent; a URI that does

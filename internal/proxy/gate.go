@@ -19,6 +19,10 @@ type Config struct {
 	// Cookies, when set, also accepts the access token from a browser's
 	// cookie, under the CSRF rule for unsafe methods.
 	Cookies *verify.CookieAuth
+	// ForwardHeaders is the proxy whose headers forward-auth believes
+	// for the original method and URI; the zero value believes the
+	// request itself, as Envoy sends it.
+	ForwardHeaders ForwardHeaders
 }
 
 // gate is the decision both modes make: public, or a verified identity,
@@ -31,16 +35,18 @@ type gate struct {
 // decide returns (identity, true) for a valid token, (nil, true) for a
 // public path, and (nil, false) after writing the 401 (or the 403 of a
 // cookie-authenticated request failing the CSRF rule). method is the
-// original request's method.
-func (g *gate) decide(w http.ResponseWriter, r *http.Request, method, escapedPath string) (*verify.Identity, bool) {
-	if g.cfg.Public != nil && g.cfg.Public.Match(escapedPath) {
+// original request's method, "" when unknown (which the CSRF rule treats
+// as unsafe); public false means the path gives no exemption (a WebSocket
+// upgrade needs a token everywhere).
+func (g *gate) decide(w http.ResponseWriter, r *http.Request, method, escapedPath string, public bool) (*verify.Identity, bool) {
+	if public && g.cfg.Public != nil && g.cfg.Public.Match(escapedPath) {
 		g.cfg.Metrics.outcome(OutcomePublic, "")
 		return nil, true
 	}
 	tok, _, ok, err := g.cfg.Cookies.Authenticate(r, verify.AuthRequest{Method: method})
 	if errors.Is(err, verify.ErrCSRF) {
 		g.cfg.Metrics.outcome(OutcomeRejected, ReasonCSRF)
-		g.cfg.Logger.DebugContext(r.Context(), "cookie-authenticated request failed the CSRF check")
+		g.cfg.Logger.DebugContext(r.Context(), "cookie-authenticated request failed the CSRF check", slog.String("method", method))
 		verify.WriteCSRFFailed(w)
 		return nil, false
 	}

@@ -68,6 +68,19 @@ func SetIdentity(h http.Header, id *verify.Identity) {
 	set(HeaderTokenID, id.TokenID)
 }
 
+// SetAllIdentity writes all six identity headers of id, with an empty
+// value for a claim the token lacks (or for every one, given an empty
+// Identity): a forwarding proxy that copies them into the app's request
+// then overwrites whatever the client sent under those names.
+func SetAllIdentity(h http.Header, id *verify.Identity) {
+	h[HeaderUserID] = []string{id.Subject}
+	h[HeaderRole] = []string{id.Role}
+	h[HeaderTenantID] = []string{id.TenantID}
+	h[HeaderOrganizationID] = []string{id.OrganizationID}
+	h[HeaderSessionID] = []string{id.SessionID}
+	h[HeaderTokenID] = []string{id.TokenID}
+}
+
 // PublicPaths decides which paths need no token: exact paths, and prefixes
 // written with a trailing "/*".
 type PublicPaths struct {

@@ -54,7 +54,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// First, on every path, public or not: a client never speaks for an
 	// identity.
 	StripAuthHeaders(r.Header)
-	id, ok := p.decide(w, r, r.Method, r.URL.EscapedPath())
+	id, ok := p.decide(w, r, r.Method, r.URL.EscapedPath(), true)
 	if !ok {
 		return
 	}

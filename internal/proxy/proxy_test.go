@@ -318,15 +318,19 @@ func TestForwardAuth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	newServer := func(trusted []string) *httptest.Server {
+	newServer := func(trusted []string, contract proxy.ForwardHeaders) *httptest.Server {
 		res, _ := clientip.New(trusted)
 		srv := httptest.NewServer(proxy.NewForwardAuth(v, proxy.Config{
 			Public: proxy.NewPublicPaths([]string{"/public/*"}), TrustedProxies: res, Logger: slog.New(slog.DiscardHandler),
+			ForwardHeaders: contract,
 		}))
 		t.Cleanup(srv.Close)
 		return srv
 	}
-	trusted, untrusted := newServer([]string{"127.0.0.1/32"}), newServer(nil)
+	loopback := []string{"127.0.0.1/32"}
+	envoy := newServer(nil, proxy.ForwardHeadersEnvoy)
+	traefik, nginx := newServer(loopback, proxy.ForwardHeadersTraefik), newServer(loopback, proxy.ForwardHeadersNginx)
+	untrustedTraefik := newServer(nil, proxy.ForwardHeadersTraefik)
 	tok := ks.Mint(t, verifytest.Claims{Subject: "user-1", Role: "admin", SessionID: "s-1"})
 	for _, tc := range []struct {
 		name     string
@@ -336,15 +340,15 @@ func TestForwardAuth(t *testing.T) {
 		status   int
 		identity string
 	}{
-		{"valid token", untrusted, "/auth", map[string]string{"Authorization": "Bearer " + tok}, 200, "user-1"},
-		{"no token", untrusted, "/auth", nil, 401, ""},
-		{"spoofed identity, no token", untrusted, "/auth", spoofed, 401, ""},
-		{"envoy: original path is the request path", untrusted, "/public/a.css", nil, 200, ""},
-		{"traefik: trusted X-Forwarded-Uri public", trusted, "/auth", map[string]string{"X-Forwarded-Uri": "/public/a.css?v=1"}, 200, ""},
-		{"nginx: trusted X-Original-URI public", trusted, "/auth", map[string]string{"X-Original-URI": "/public/a.css"}, 200, ""},
-		{"untrusted X-Forwarded-Uri ignored", untrusted, "/auth", map[string]string{"X-Forwarded-Uri": "/public/a.css"}, 401, ""},
-		{"trusted but traversal", trusted, "/auth", map[string]string{"X-Forwarded-Uri": "/public/../admin"}, 401, ""},
-		{"trusted private uri needs token", trusted, "/auth", map[string]string{"X-Forwarded-Uri": "/admin", "Authorization": "Bearer " + tok}, 200, "user-1"},
+		{"valid token", envoy, "/auth", map[string]string{"Authorization": "Bearer " + tok}, 200, "user-1"},
+		{"no token", envoy, "/auth", nil, 401, ""},
+		{"spoofed identity, no token", envoy, "/auth", spoofed, 401, ""},
+		{"envoy: original path is the request path", envoy, "/public/a.css", nil, 200, ""},
+		{"traefik: trusted X-Forwarded-Uri public", traefik, "/auth", map[string]string{"X-Forwarded-Uri": "/public/a.css?v=1"}, 200, ""},
+		{"nginx: trusted X-Original-URI public", nginx, "/auth", map[string]string{"X-Original-URI": "/public/a.css"}, 200, ""},
+		{"untrusted X-Forwarded-Uri ignored", untrustedTraefik, "/auth", map[string]string{"X-Forwarded-Uri": "/public/a.css"}, 401, ""},
+		{"trusted but traversal", traefik, "/auth", map[string]string{"X-Forwarded-Uri": "/public/../admin"}, 401, ""},
+		{"trusted private uri needs token", traefik, "/auth", map[string]string{"X-Forwarded-Uri": "/admin", "Authorization": "Bearer " + tok}, 200, "user-1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp := get(t, tc.srv.URL+tc.path, tc.hdr)

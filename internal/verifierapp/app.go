@@ -137,6 +137,9 @@ func Serve(ctx context.Context, cfg config.Verifier, log *slog.Logger) error {
 	}
 	var h http.Handler
 	if cfg.Mode == config.ModeForwardAuth {
+		if pcfg.ForwardHeaders, err = proxy.ParseForwardHeaders(cfg.ForwardHeaders); err != nil {
+			return err
+		}
 		h = proxy.NewForwardAuth(v, pcfg)
 	} else {
 		upstream, err := url.Parse(cfg.Upstream)
