@@ -6,6 +6,7 @@ package proxy
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/palisade-auth/palisade/pkg/verify"
@@ -79,6 +80,32 @@ func SetAllIdentity(h http.Header, id *verify.Identity) {
 	h[HeaderOrganizationID] = []string{id.OrganizationID}
 	h[HeaderSessionID] = []string{id.SessionID}
 	h[HeaderTokenID] = []string{id.TokenID}
+}
+
+// StripCookies removes the cookies named names from h's Cookie headers,
+// keeping every other cookie as sent and in order, and the header itself
+// only while a cookie is left.
+func StripCookies(h http.Header, names ...string) {
+	vals := h.Values("Cookie")
+	if len(vals) == 0 {
+		return
+	}
+	var kept []string
+	for _, line := range vals {
+		for _, part := range strings.Split(line, ";") {
+			part = strings.TrimSpace(part)
+			name, _, _ := strings.Cut(part, "=")
+			if part == "" || slices.Contains(names, strings.TrimSpace(name)) {
+				continue
+			}
+			kept = append(kept, part)
+		}
+	}
+	if len(kept) == 0 {
+		h.Del("Cookie")
+		return
+	}
+	h["Cookie"] = []string{strings.Join(kept, "; ")}
 }
 
 // PublicPaths decides which paths need no token: exact paths, and prefixes

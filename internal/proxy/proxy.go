@@ -19,7 +19,8 @@ import (
 // the identity headers set, and answers every other request itself.
 type Proxy struct {
 	gate
-	rp *httputil.ReverseProxy
+	rp            *httputil.ReverseProxy
+	hiddenCookies []string // never forwarded to the app
 }
 
 // NewTransport is the transport to the upstream: a large keep-alive pool,
@@ -40,7 +41,10 @@ func NewProxy(v *verify.Verifier, upstream *url.URL, transport http.RoundTripper
 	if transport == nil {
 		transport = NewTransport()
 	}
-	p := &Proxy{gate: gate{v: v, cfg: cfg}}
+	p := &Proxy{gate: gate{v: v, cfg: cfg}, hiddenCookies: []string{verify.DefaultRefreshCookie, verify.DefaultCSRFCookie}}
+	if cfg.Cookies != nil && cfg.Cookies.CSRFCookie != "" && cfg.Cookies.CSRFCookie != verify.DefaultCSRFCookie {
+		p.hiddenCookies = append(p.hiddenCookies, cfg.Cookies.CSRFCookie)
+	}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:      p.rewrite(upstream),
 		Transport:    transport,
@@ -54,7 +58,15 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// First, on every path, public or not: a client never speaks for an
 	// identity.
 	StripAuthHeaders(r.Header)
-	id, ok := p.decide(w, r, r.Method, r.URL.EscapedPath(), true)
+	// Only a WebSocket upgrade is tunnelled, and only with a valid token,
+	// public path or not: the verifier sees no request on a switched
+	// connection. Any other upgrade (h2c above all) is dropped and the
+	// request answered as plain HTTP/1.1.
+	up := upgradeOf(r.Header)
+	if up == upgradeOther {
+		dropUpgrade(r.Header)
+	}
+	id, ok := p.decide(w, r, r.Method, r.URL.EscapedPath(), up != upgradeWebSocket)
 	if !ok {
 		return
 	}
@@ -74,6 +86,10 @@ func (p *Proxy) rewrite(upstream *url.URL) func(*httputil.ProxyRequest) {
 		}
 		pr.SetXForwarded()
 		StripAuthHeaders(pr.Out.Header)
+		// The refresh and CSRF cookies are the issuer's business; an app
+		// (or its logs) holding them could renew the session or forge the
+		// double submit.
+		StripCookies(pr.Out.Header, p.hiddenCookies...)
 		if id, ok := verify.FromContext(pr.In.Context()); ok {
 			SetIdentity(pr.Out.Header, id)
 		}
