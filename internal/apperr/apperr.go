@@ -26,6 +26,7 @@ const (
 	KindUnavailable                  // a dependency is down or we shed load
 	KindTooLarge                     // the request body is over the limit
 	KindUnsupportedMedia             // the request body is not of an accepted media type
+	KindTimeout                      // the client did not send its request in time
 )
 
 // FieldError is one broken rule of one input field.

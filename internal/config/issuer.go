@@ -41,6 +41,8 @@ type Issuer struct {
 	DeprecatedVersions []string
 	BrowserOrigins     []string
 	Demo               bool
+	ReadHeaderTimeout  time.Duration
+	ReadBodyTimeout    time.Duration
 
 	MailMode             string
 	SMTPURL              string
@@ -131,6 +133,8 @@ func (c *Issuer) ServeFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.HashQueue, "hash-queue", 64, "password hashes that may wait for a free slot; beyond that login, register and password changes answer 503 with Retry-After at once (0 = wait without bound)")
 	fs.StringArrayVar(&c.RateLimits, "rate-limit", nil, "override a rate limit, NAME=COUNT/PERIOD (repeatable; names: "+strings.Join(ratelimit.Names(), ", ")+")")
 	fs.StringSliceVar(&c.BrowserOrigins, "browser-origins", nil, "origins (scheme://host[:port]) of browser apps: their logins and refreshes get the tokens in HttpOnly cookies, and only they pass the CSRF origin check (repeatable or comma-separated)")
+	fs.DurationVar(&c.ReadHeaderTimeout, "read-header-timeout", 10*time.Second, "time a client has to send a request's headers")
+	fs.DurationVar(&c.ReadBodyTimeout, "read-body-timeout", 30*time.Second, "time a client has to send a request's whole body once its headers are in; a slower body ends the request with 408 and the connection is closed")
 	fs.BoolVar(&c.Demo, "demo", false, "serve the browser demo page at /demo/ (development only; see the README)")
 	fs.StringArrayVar(&c.DeprecatedVersions, "deprecate-version", nil, "mark an API version deprecated: VERSION:deprecated=DATE[,sunset=DATE][,successor=URL] (repeatable; adds Deprecation, Sunset and Link headers to its responses)")
 	fs.StringVar(&c.RateLimitStore, "rate-limit-store", "", "where rate-limit counters live: database (shared by every instance) or memory (this process only); default database on PostgreSQL, memory on SQLite")
@@ -204,6 +208,12 @@ func (c *Issuer) ValidateServe() error {
 	}
 	if c.HashConcurrency < 0 {
 		add("--hash-concurrency must not be negative")
+	}
+	if c.ReadHeaderTimeout <= 0 || c.ReadHeaderTimeout > 10*time.Minute {
+		add("--read-header-timeout must be above 0 and at most 10m, got %s", c.ReadHeaderTimeout)
+	}
+	if c.ReadBodyTimeout <= 0 || c.ReadBodyTimeout > 10*time.Minute {
+		add("--read-body-timeout must be above 0 and at most 10m, got %s", c.ReadBodyTimeout)
 	}
 	if c.HashQueue < 0 {
 		add("--hash-queue must not be negative")

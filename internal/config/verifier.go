@@ -35,6 +35,9 @@ type Verifier struct {
 	HS256SecretFile string
 	CacheSize       int
 	LogLevel        string
+
+	ReadHeaderTimeout time.Duration
+	ReadIdleTimeout   time.Duration
 }
 
 // KeyFlags registers the flags that say which tokens are valid.
@@ -59,6 +62,8 @@ func (c *Verifier) ServeFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&c.BrowserOrigins, "browser-origins", nil, "origins of browser apps whose access-token cookie is accepted; a cookie-authenticated unsafe request must come from one of them and carry the X-CSRF-Token header equal to the CSRF cookie (repeatable or comma-separated)")
 	fs.StringSliceVar(&c.TrustedProxies, "trusted-proxies", nil, "CIDRs whose forwarding headers are believed (X-Forwarded-For; in forward-auth mode also the original method and URI)")
 	fs.StringVar(&c.ForwardHeaders, "forward-auth-headers", "", "forward-auth mode: the proxy whose headers carry the original method and URI: nginx (X-Original-Method, X-Original-URI), traefik or caddy (X-Forwarded-Method, X-Forwarded-Uri), both only from --trusted-proxies; envoy (the request's own method and path)")
+	fs.DurationVar(&c.ReadHeaderTimeout, "read-header-timeout", 10*time.Second, "time a client has to send a request's headers")
+	fs.DurationVar(&c.ReadIdleTimeout, "read-idle-timeout", 30*time.Second, "longest a request body may make no progress; a stalled body ends the request and the connection is closed (a long upload that keeps sending is never cut off)")
 	fs.IntVar(&c.CacheSize, "cache-size", 10000, "verified tokens remembered until they expire (0 = off); skips repeated RSA work")
 }
 
@@ -135,6 +140,12 @@ func (c *Verifier) ValidateServe() error {
 	}
 	if c.CacheSize < 0 {
 		add("--cache-size must not be negative")
+	}
+	if c.ReadHeaderTimeout <= 0 || c.ReadHeaderTimeout > 10*time.Minute {
+		add("--read-header-timeout must be above 0 and at most 10m, got %s", c.ReadHeaderTimeout)
+	}
+	if c.ReadIdleTimeout <= 0 || c.ReadIdleTimeout > 10*time.Minute {
+		add("--read-idle-timeout must be above 0 and at most 10m, got %s", c.ReadIdleTimeout)
 	}
 	for _, o := range c.BrowserOrigins {
 		if err := ValidOrigin(o); err != nil {

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/palisade-auth/palisade/internal/apperr"
+	"github.com/palisade-auth/palisade/internal/httpserver"
 )
 
 func errMalformed(msg string) *apperr.Error {
@@ -29,6 +30,9 @@ func (a *API) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
 		return nil, apperr.New(apperr.KindTooLarge, "payload_too_large", "The request body is too large.")
+	}
+	if errors.Is(err, httpserver.ErrBodyTimeout) {
+		return nil, apperr.New(apperr.KindTimeout, "request_timeout", "The request body did not arrive in time.")
 	}
 	if err != nil {
 		return nil, errMalformed("The request body could not be read.")

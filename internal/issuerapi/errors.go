@@ -24,6 +24,7 @@ var statusOf = map[apperr.Kind]int{
 	apperr.KindUnavailable:      http.StatusServiceUnavailable,
 	apperr.KindTooLarge:         http.StatusRequestEntityTooLarge,
 	apperr.KindUnsupportedMedia: http.StatusUnsupportedMediaType,
+	apperr.KindTimeout:          http.StatusRequestTimeout,
 }
 
 // writeError renders err as problem+json. The public code and message go to

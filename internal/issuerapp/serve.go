@@ -83,11 +83,14 @@ func (a *App) Serve(ctx context.Context) error {
 		Logger:      a.Log,
 	}, issuerapi.Config{IssuerURL: cfg.IssuerURL, JWKSMaxAge: cfg.JWKSMaxAge, MaxBodyBytes: cfg.MaxBodyBytes, Deprecations: cfg.Deprecations(), BrowserOrigins: cfg.BrowserOrigins, Demo: cfg.Demo})
 
-	main := httpserver.New("api", a.Log, api.Handler(httpserver.NewMetrics(reg, "issuer")), httpserver.Options{})
+	// Bodies are at most --max-body-bytes: the whole of one must arrive
+	// within --read-body-timeout.
+	timeouts := httpserver.Options{ReadHeaderTimeout: cfg.ReadHeaderTimeout, BodyTimeout: cfg.ReadBodyTimeout}
+	main := httpserver.New("api", a.Log, api.Handler(httpserver.NewMetrics(reg, "issuer")), timeouts)
 	admin := http.NewServeMux()
 	admin.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	admin.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
-	adminSrv := httpserver.New("admin", a.Log, admin, httpserver.Options{})
+	adminSrv := httpserver.New("admin", a.Log, admin, timeouts)
 	if err := main.Listen(cfg.Listen); err != nil {
 		return err
 	}

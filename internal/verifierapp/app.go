@@ -149,8 +149,11 @@ func Serve(ctx context.Context, cfg config.Verifier, log *slog.Logger) error {
 		h = proxy.NewProxy(v, upstream, nil, pcfg)
 	}
 	h = httpserver.RequestID(httpserver.AccessLog(log, httpserver.Recover(log, h)))
-	main := httpserver.New("proxy", log, h, httpserver.Options{})
-	admin := httpserver.New("admin", log, adminMux(reg, ks), httpserver.Options{})
+	// The verifier proxies uploads of any length: a body is bounded by
+	// how long it may stall, not by how long it takes.
+	timeouts := httpserver.Options{ReadHeaderTimeout: cfg.ReadHeaderTimeout, BodyIdleTimeout: cfg.ReadIdleTimeout}
+	main := httpserver.New("proxy", log, h, timeouts)
+	admin := httpserver.New("admin", log, adminMux(reg, ks), timeouts)
 	if err := main.Listen(cfg.Listen); err != nil {
 		return err
 	}
