@@ -27,12 +27,17 @@ type Policy struct {
 	// Common holds refused passwords, lowercased and NFKC-normalized;
 	// nil refuses none.
 	Common map[string]struct{}
+
+	// MinGuesses refuses a password whose estimated number of guesses
+	// (zxcvbn, with the email's words as known to the attacker; see
+	// estimateGuesses) is below it; 0 skips the estimate.
+	MinGuesses float64
 }
 
-// DefaultPolicy returns the shipped policy: 12 to 128 characters and not on
-// the common-password list.
+// DefaultPolicy returns the shipped policy: 12 to 128 characters, not on the
+// common-password list, and at least DefaultMinGuesses estimated guesses.
 func DefaultPolicy() Policy {
-	return Policy{MinLength: 12, MaxLength: 128, Common: commonPasswords()}
+	return Policy{MinLength: 12, MaxLength: 128, Common: commonPasswords(), MinGuesses: DefaultMinGuesses}
 }
 
 // The field and codes of Check's errors.
@@ -43,11 +48,14 @@ const (
 	codeNotPrint    = "not_printable"
 	codeCommon      = "common"
 	codeEqualsEmail = "equals_email"
+	codeTooWeak     = "too_weak"
 )
 
 // Check returns every rule the already normalized pw breaks, or nil. Length
-// counts runes and a long password is refused, never truncated. Messages
-// never quote the password.
+// counts runes and a long password is refused, never truncated. The strength
+// estimate runs only when every other rule passed, so too_weak is always the
+// only reason and a refused password costs no estimate. Messages never quote
+// the password.
 func (p Policy) Check(pw, email string) []apperr.FieldError {
 	var errs []apperr.FieldError
 	add := func(code, msg string) {
@@ -69,6 +77,15 @@ func (p Policy) Check(pw, email string) []apperr.FieldError {
 	}
 	if e := strings.TrimSpace(email); e != "" && strings.EqualFold(pw, e) {
 		add(codeEqualsEmail, "The password must not be the email address.")
+	}
+	if len(errs) == 0 && p.MinGuesses > 0 && estimateGuesses(pw, email) < p.MinGuesses {
+		if n > estimateRunes {
+			add(codeTooWeak, fmt.Sprintf("The first %d characters of the password are too easy to guess; "+
+				"avoid your email address, repeated characters, sequences and keyboard patterns, or use several unrelated words.", estimateRunes))
+		} else {
+			add(codeTooWeak, "The password is too easy to guess; "+
+				"avoid your email address, repeated characters, sequences and keyboard patterns, or use several unrelated words.")
+		}
 	}
 	return errs
 }
