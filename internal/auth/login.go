@@ -102,10 +102,11 @@ func (s *Service) openSession(ctx context.Context, u store.User, in LoginInput, 
 	if deviceID == "" {
 		deviceID = s.newID()
 	}
+	end := now.Add(s.cfg.SessionMaxLifetime)
 	sess := store.Session{
 		ID: s.newID(), UserID: u.ID, DeviceID: deviceID, DeviceName: in.DeviceName,
 		UserAgent: m.userAgent(), IP: m.IP,
-		CreatedAt: now, LastUsedAt: now, ExpiresAt: now.Add(s.cfg.RefreshTokenTTL),
+		CreatedAt: now, LastUsedAt: now, ExpiresAt: minTime(now.Add(s.cfg.RefreshTokenTTL), end), MaxExpiresAt: end,
 	}
 	access, err := s.minter.Mint(ctx, claimsFor(u, sess.ID))
 	if err != nil {
@@ -135,8 +136,16 @@ func (s *Service) openSession(ctx context.Context, u store.User, in LoginInput, 
 	}
 	return TokenPair{
 		AccessToken: access, RefreshToken: refresh, ExpiresIn: s.minter.TTL(),
-		RefreshExpiresIn: s.cfg.RefreshTokenTTL, SessionID: sess.ID,
+		RefreshExpiresIn: sess.ExpiresAt.Sub(now), SessionID: sess.ID,
 	}, nil
+}
+
+// minTime is the earlier of a and b.
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 func claimsFor(u store.User, sessionID string) token.Claims {

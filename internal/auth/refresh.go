@@ -21,7 +21,10 @@ func errRefreshExpired() error {
 
 // Refresh exchanges a refresh token for a new access token and a new refresh
 // token. The presented token is rotated: presenting it again later is
-// treated as theft and revokes every session of the user.
+// treated as theft and revokes every session of the user. The new token
+// lives RefreshTokenTTL, but never past its session's end (the store caps
+// it), so refresh_expires_in shrinks as that end nears, and once it has
+// come the session's token is expired.
 func (s *Service) Refresh(ctx context.Context, presented string, m Meta) (TokenPair, error) {
 	if !token.WellFormed(presented) {
 		return TokenPair{}, errRefreshRevoked()
@@ -36,7 +39,7 @@ func (s *Service) Refresh(ctx context.Context, presented string, m Meta) (TokenP
 	rot, err := s.st.RotateRefreshToken(ctx, hash, child, now, m.IP, m.userAgent(), &used)
 	switch {
 	case err == nil:
-		return s.pair(ctx, rot.User, rot.Token.SessionID, next, s.cfg.RefreshTokenTTL)
+		return s.pair(ctx, rot.User, rot.Token.SessionID, next, remaining(rot.NextExpiresAt, now))
 	case errors.Is(err, store.ErrNotFound):
 		return TokenPair{}, errRefreshRevoked()
 	case errors.Is(err, store.ErrPrecondition):

@@ -38,6 +38,10 @@ const RoleUser = "user"
 // Config holds the flow settings.
 type Config struct {
 	RefreshTokenTTL time.Duration
+	// SessionMaxLifetime is how long after its login a session ends,
+	// however often it is refreshed (default 90 days). Each session keeps
+	// its end from its login: changing this moves no existing session's.
+	SessionMaxLifetime time.Duration
 	// RefreshReuseLeeway > 0 answers the most recently rotated token of a
 	// session, presented again within this time, with the same successor
 	// instead of treating it as theft.
@@ -52,6 +56,10 @@ type Config struct {
 	// RequireVerifiedEmail refuses login until the email is verified.
 	RequireVerifiedEmail bool
 }
+
+// DefaultSessionMaxLifetime is the absolute lifetime of a session when the
+// configuration sets none: 90 days.
+const DefaultSessionMaxLifetime = 90 * 24 * time.Hour
 
 // Meta is what the transport knows about the caller, for the audit trail.
 type Meta struct {
@@ -130,6 +138,9 @@ func New(d Deps, cfg Config) *Service {
 	}
 	if cfg.ResendInterval <= 0 {
 		cfg.ResendInterval = time.Minute
+	}
+	if cfg.SessionMaxLifetime <= 0 {
+		cfg.SessionMaxLifetime = DefaultSessionMaxLifetime
 	}
 	mailQueued := d.MailQueued
 	if mailQueued == nil {

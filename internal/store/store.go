@@ -48,7 +48,10 @@ type User struct {
 	UpdatedAt       time.Time  `db:"updated_at"`
 }
 
-// Session is one device login: one refresh-token family.
+// Session is one device login: one refresh-token family. ExpiresAt slides
+// with every rotation; MaxExpiresAt, the session's absolute end, is fixed at
+// login: neither ExpiresAt nor the expiry of any refresh token of the
+// session goes past it, however often it is refreshed.
 type Session struct {
 	ID           string     `db:"id"`
 	UserID       string     `db:"user_id"`
@@ -59,6 +62,7 @@ type Session struct {
 	CreatedAt    time.Time  `db:"created_at"`
 	LastUsedAt   time.Time  `db:"last_used_at"`
 	ExpiresAt    time.Time  `db:"expires_at"`
+	MaxExpiresAt time.Time  `db:"max_expires_at"`
 	RevokedAt    *time.Time `db:"revoked_at"`
 	RevokeReason string     `db:"revoke_reason"`
 }
@@ -83,6 +87,10 @@ type Rotation struct {
 	Token RefreshToken
 	Child *RefreshToken // the token that replaced Token, when Token was rotated
 	User  User          // the owner, set when the rotation succeeded; PasswordHash is left empty
+	// NextExpiresAt is, when the rotation succeeded, the expiry the new
+	// token was stored with: next.ExpiresAt capped at the session's
+	// MaxExpiresAt.
+	NextExpiresAt time.Time
 }
 
 // Login is what OpenSession writes for one device login.
@@ -177,7 +185,8 @@ type Queries interface {
 	// l.Session.CreatedAt) with its refresh tokens and appends l.Replaced
 	// with its SessionID set to that session; inserts l.Session, its first
 	// refresh token l.Token and l.Opened; and sets the password hash when
-	// l.NewPasswordHash is not "". It returns the id of the replaced session,
+	// l.NewPasswordHash is not "". l.Session.ExpiresAt and l.Token.ExpiresAt
+	// must not be past l.Session.MaxExpiresAt. It returns the id of the replaced session,
 	// "" when there was none. All of that happens or none of it. Nothing
 	// happens, and the error is ErrPrecondition, when the user is not
 	// enabled or its password hash is no longer l.CheckedHash (ErrNotFound
@@ -212,10 +221,12 @@ type Queries interface {
 	// RotateRefreshToken atomically replaces the token identified by hash with
 	// next (same session and user): only when the token is neither rotated nor
 	// revoked nor expired at now, and its owner is enabled, does it mark it
-	// rotated, insert next, extend the session (last_used_at = now,
-	// expires_at = next.ExpiresAt, ip/user agent when given) and append event
+	// rotated, insert next with its ExpiresAt capped at the session's
+	// MaxExpiresAt, extend the session (last_used_at = now, expires_at =
+	// that capped expiry, ip/user agent when given) and append event
 	// when it is not nil (its UserID and SessionID, when empty, taken from the
-	// token). All of that happens or none of it. Of any number of concurrent
+	// token). The Rotation it returns then holds the capped expiry in
+	// NextExpiresAt. All of that happens or none of it. Of any number of concurrent
 	// rotations of one token exactly one succeeds. Otherwise nothing changes
 	// and it returns the Rotation as found with ErrPrecondition (ErrNotFound
 	// when the hash is unknown).

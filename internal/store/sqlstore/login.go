@@ -89,7 +89,7 @@ func (q *queries) openSessionPostgres(ctx context.Context, l store.Login) (strin
 			INSERT INTO audit_events (`+auditColumns+`)
 			SELECT ?, ?, ?, ?, old.id, ?, ?, ?, ?, CAST(? AS jsonb) FROM old
 		), sess AS (
-			INSERT INTO sessions (`+sessionColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			INSERT INTO sessions (`+sessionColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		), tok AS (
 			INSERT INTO refresh_tokens (`+tokenColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 		), opened AS (
@@ -100,7 +100,7 @@ func (q *queries) openSessionPostgres(ctx context.Context, l store.Login) (strin
 		now, s.UserID, s.DeviceID, now,
 		now,
 		r.ID, r.Type, ts(r.OccurredAt), r.UserID, r.ActorID, r.IP, r.UserAgent, r.RequestID, jsonData(r.Data),
-		s.ID, s.UserID, s.DeviceID, s.DeviceName, s.UserAgent, s.IP, ts(s.CreatedAt), ts(s.LastUsedAt), ts(s.ExpiresAt), tsp(s.RevokedAt), s.RevokeReason,
+		s.ID, s.UserID, s.DeviceID, s.DeviceName, s.UserAgent, s.IP, ts(s.CreatedAt), ts(s.LastUsedAt), ts(s.ExpiresAt), ts(s.MaxExpiresAt), tsp(s.RevokedAt), s.RevokeReason,
 		t.Hash, t.SessionID, t.UserID, t.ParentHash, ts(t.IssuedAt), ts(t.ExpiresAt), tsp(t.RotatedAt), tsp(t.RevokedAt),
 		o.ID, o.Type, ts(o.OccurredAt), o.UserID, o.SessionID, o.ActorID, o.IP, o.UserAgent, o.RequestID, jsonData(o.Data))
 	return replaced, err

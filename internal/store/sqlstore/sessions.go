@@ -9,12 +9,12 @@ import (
 )
 
 const sessionColumns = `id, user_id, device_id, device_name, user_agent, ip, created_at,
-	last_used_at, expires_at, revoked_at, revoke_reason`
+	last_used_at, expires_at, max_expires_at, revoked_at, revoke_reason`
 
 func (q *queries) CreateSession(ctx context.Context, s store.Session) error {
-	_, err := q.exec(ctx, `INSERT INTO sessions (`+sessionColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	_, err := q.exec(ctx, `INSERT INTO sessions (`+sessionColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		s.ID, s.UserID, s.DeviceID, s.DeviceName, s.UserAgent, s.IP, ts(s.CreatedAt),
-		ts(s.LastUsedAt), ts(s.ExpiresAt), tsp(s.RevokedAt), s.RevokeReason)
+		ts(s.LastUsedAt), ts(s.ExpiresAt), ts(s.MaxExpiresAt), tsp(s.RevokedAt), s.RevokeReason)
 	return err
 }
 

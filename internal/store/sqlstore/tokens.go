@@ -27,10 +27,12 @@ func (q *queries) RefreshTokenByHash(ctx context.Context, hash string) (store.Re
 const ownerColumns = `u.id, u.email, u.email_normalized, u.name, u.role, u.status, u.email_verified_at,
 	u.tenant_id, u.organization_id, u.created_at, u.updated_at`
 
-// claimed is a rotated token joined with its owner.
+// claimed is a rotated token joined with its owner, and the expiry its
+// successor was given.
 type claimed struct {
 	store.RefreshToken
 	store.User
+	NextExpiresAt time.Time `db:"next_expires_at"`
 }
 
 // RotateRefreshToken claims the token with one conditional UPDATE: the
@@ -53,7 +55,7 @@ func (q *queries) RotateRefreshToken(ctx context.Context, hash string, next stor
 		})
 	}
 	if err == nil {
-		rot.Token, rot.User = c.RefreshToken, c.User
+		rot.Token, rot.User, rot.NextExpiresAt = c.RefreshToken, c.User, c.NextExpiresAt
 		rot.Token.RotatedAt = nil // as it stood before this call
 		return rot, nil
 	}
@@ -101,16 +103,17 @@ func (q *queries) claimPostgres(ctx context.Context, hash string, next store.Ref
 			FOR KEY SHARE
 		), old AS (
 			UPDATE refresh_tokens rt SET rotated_at = ?
-			FROM users u
+			FROM users u, sessions s
 			WHERE rt.token_hash = ? AND rt.rotated_at IS NULL AND rt.revoked_at IS NULL AND rt.expires_at > ?
-				AND u.id = rt.user_id AND u.id IN (SELECT id FROM owner)
+				AND u.id = rt.user_id AND u.id IN (SELECT id FROM owner) AND s.id = rt.session_id
 			RETURNING rt.token_hash, rt.session_id, rt.user_id, rt.parent_hash, rt.issued_at, rt.expires_at,
-				rt.rotated_at, rt.revoked_at, `+ownerColumns+`
+				rt.rotated_at, rt.revoked_at, `+ownerColumns+`,
+				LEAST(CAST(? AS timestamptz), s.max_expires_at) AS next_expires_at
 		), child AS (
 			INSERT INTO refresh_tokens (token_hash, session_id, user_id, parent_hash, issued_at, expires_at)
-			SELECT ?, session_id, user_id, token_hash, ?, ? FROM old
+			SELECT ?, session_id, user_id, token_hash, ?, next_expires_at FROM old
 		), sess AS (
-			UPDATE sessions SET last_used_at = ?, expires_at = ?,
+			UPDATE sessions SET last_used_at = ?, expires_at = old.next_expires_at,
 				ip = CASE WHEN ? <> '' THEN ? ELSE sessions.ip END,
 				user_agent = CASE WHEN ? <> '' THEN ? ELSE sessions.user_agent END
 			FROM old WHERE sessions.id = old.session_id
@@ -124,9 +127,9 @@ func (q *queries) claimPostgres(ctx context.Context, hash string, next store.Ref
 		)
 		SELECT * FROM old`,
 		hash, store.StatusEnabled,
-		ts(now), hash, ts(now),
-		next.Hash, ts(next.IssuedAt), ts(next.ExpiresAt),
-		ts(now), ts(next.ExpiresAt), ip, ip, userAgent, userAgent,
+		ts(now), hash, ts(now), ts(next.ExpiresAt),
+		next.Hash, ts(next.IssuedAt),
+		ts(now), ip, ip, userAgent, userAgent,
 		e.ID, e.Type, ts(e.OccurredAt), e.UserID, e.UserID, e.SessionID, e.SessionID,
 		e.ActorID, e.IP, e.UserAgent, e.RequestID, jsonData(e.Data), event != nil)
 	return c, err
@@ -144,6 +147,14 @@ func (q *queries) claimSQLite(ctx context.Context, hash string, next store.Refre
 	if err := q.get(ctx, &c.User, `SELECT `+ownerColumns+` FROM users u WHERE u.id = ?`, t.UserID); err != nil {
 		return c, err
 	}
+	var end time.Time
+	if err := q.get(ctx, &end, `SELECT max_expires_at FROM sessions WHERE id = ?`, t.SessionID); err != nil {
+		return c, err
+	}
+	if next.ExpiresAt.After(end) {
+		next.ExpiresAt = end
+	}
+	c.NextExpiresAt = ts(next.ExpiresAt)
 	next.SessionID, next.UserID, next.ParentHash = t.SessionID, t.UserID, hash
 	next.RotatedAt, next.RevokedAt = nil, nil
 	if err := q.CreateRefreshToken(ctx, next); err != nil {

@@ -44,6 +44,7 @@ func norm(v any) any {
 		return r
 	case store.Session:
 		r.CreatedAt, r.LastUsedAt, r.ExpiresAt, r.RevokedAt = tm(r.CreatedAt), tm(r.LastUsedAt), tm(r.ExpiresAt), tmp(r.RevokedAt)
+		r.MaxExpiresAt = tm(r.MaxExpiresAt)
 		return r
 	case store.RefreshToken:
 		r.IssuedAt, r.ExpiresAt, r.RotatedAt, r.RevokedAt = tm(r.IssuedAt), tm(r.ExpiresAt), tmp(r.RotatedAt), tmp(r.RevokedAt)

@@ -23,7 +23,7 @@ func newLogin(t *testing.T, userID, device string) store.Login {
 	t.Helper()
 	sess := store.Session{
 		ID: newID(t), UserID: userID, DeviceID: device, DeviceName: "Phone", UserAgent: "agent/2.0", IP: "198.51.100.7",
-		CreatedAt: t0, LastUsedAt: t0, ExpiresAt: at(14 * 24 * time.Hour),
+		CreatedAt: t0, LastUsedAt: t0, ExpiresAt: at(14 * 24 * time.Hour), MaxExpiresAt: at(90 * 24 * time.Hour),
 	}
 	return store.Login{
 		Session: sess,

@@ -114,15 +114,16 @@ func newUser(t *testing.T, q store.Queries, mods ...func(*store.User)) store.Use
 func newSession(t *testing.T, q store.Queries, userID string, mods ...func(*store.Session)) store.Session {
 	t.Helper()
 	s := store.Session{
-		ID:         newID(t),
-		UserID:     userID,
-		DeviceID:   "device-" + newID(t),
-		DeviceName: "Ada's laptop",
-		UserAgent:  "agent/1.0",
-		IP:         "192.0.2.1",
-		CreatedAt:  at(-time.Hour),
-		LastUsedAt: at(-time.Hour),
-		ExpiresAt:  at(14 * 24 * time.Hour),
+		ID:           newID(t),
+		UserID:       userID,
+		DeviceID:     "device-" + newID(t),
+		DeviceName:   "Ada's laptop",
+		UserAgent:    "agent/1.0",
+		IP:           "192.0.2.1",
+		CreatedAt:    at(-time.Hour),
+		LastUsedAt:   at(-time.Hour),
+		ExpiresAt:    at(14 * 24 * time.Hour),
+		MaxExpiresAt: at(90 * 24 * time.Hour),
 	}
 	for _, m := range mods {
 		m(&s)

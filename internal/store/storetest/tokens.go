@@ -17,6 +17,7 @@ var tokenTests = []subtest{
 	{"RotateTwice", testRotateTwice},
 	{"RotateRevoked", testRotateRevoked},
 	{"RotateExpired", testRotateExpired},
+	{"RotateCapsAtTheSessionEnd", testRotateCapsAtSessionEnd},
 	{"RotateUnknown", testRotateUnknown},
 	{"RotateConcurrent", testRotateConcurrent},
 	{"RotateReturnsOwnerAndAudits", testRotateReturnsOwnerAndAudits},
@@ -83,6 +84,50 @@ func testRotate(t *testing.T, s store.Store) {
 	_, err = s.RotateRefreshToken(t.Context(), child.Hash, grandchild, at(time.Minute), "", "", nil)
 	wantErr(t, "RotateRefreshToken(child)", err, nil)
 	checkSame(t, "RefreshTokenByHash(grandchild)", mustToken(t, s, grandchild.Hash), grandchild)
+}
+
+// testRotateCapsAtTheSessionEnd: a rotation never gives the new token or
+// the session an expiry past the session's absolute end, and once that end
+// has come the session's last token rotates no more.
+func testRotateCapsAtSessionEnd(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	end := at(2 * time.Hour)
+	sess := newSession(t, s, newUser(t, s).ID, func(s *store.Session) { s.ExpiresAt, s.MaxExpiresAt = end, end })
+	tok := newToken(t, s, sess, func(r *store.RefreshToken) { r.ExpiresAt = end })
+
+	// Well before the end: the new token gets its full lifetime.
+	short := childOf(t, tok, t0)
+	short.ExpiresAt = at(time.Hour)
+	rot, err := s.RotateRefreshToken(ctx, tok.Hash, short, t0, "", "", nil)
+	if err != nil {
+		t.Fatalf("RotateRefreshToken(expiry before the end) = %v, want nil", err)
+	}
+	if !rot.NextExpiresAt.Equal(short.ExpiresAt) {
+		t.Errorf("RotateRefreshToken(expiry before the end).NextExpiresAt = %v, want %v", rot.NextExpiresAt, short.ExpiresAt)
+	}
+	checkSame(t, "RefreshTokenByHash(uncapped child)", mustToken(t, s, short.Hash), short)
+
+	// Past the end: capped, in the token, the session and the answer.
+	long := childOf(t, short, at(time.Minute)) // 14 days
+	rot, err = s.RotateRefreshToken(ctx, short.Hash, long, at(time.Minute), "", "", nil)
+	if err != nil {
+		t.Fatalf("RotateRefreshToken(expiry past the end) = %v, want nil", err)
+	}
+	if !rot.NextExpiresAt.Equal(end) {
+		t.Errorf("RotateRefreshToken(expiry past the end).NextExpiresAt = %v, want the session's end %v", rot.NextExpiresAt, end)
+	}
+	wantChild := long
+	wantChild.ExpiresAt = end
+	checkSame(t, "RefreshTokenByHash(capped child)", mustToken(t, s, long.Hash), wantChild)
+	wantSess := sess
+	wantSess.LastUsedAt, wantSess.ExpiresAt = at(time.Minute), end
+	checkSame(t, "SessionByID after a capped rotation", mustSession(t, s, sess.ID), wantSess)
+
+	// At the end: the token has expired with its session.
+	after := childOf(t, long, end)
+	_, err = s.RotateRefreshToken(ctx, long.Hash, after, end, "", "", nil)
+	wantErr(t, "RotateRefreshToken(at the session's end)", err, store.ErrPrecondition)
+	checkUnchanged(t, s, wantSess, wantChild, after)
 }
 
 func testRotateKeepsClientWhenEmpty(t *testing.T, s store.Store) {
