@@ -67,3 +67,20 @@ func (m *Memory) SweepRateLimits(_ context.Context, now int64) (int64, error) {
 	}
 	return n, nil
 }
+
+// ResetRateLimit implements Store.
+func (m *Memory) ResetRateLimit(_ context.Context, key string) error {
+	s := m.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.tat, key)
+	return nil
+}
+
+// PeekRateLimit implements Store.
+func (m *Memory) PeekRateLimit(_ context.Context, key string) (int64, error) {
+	s := m.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tat[key], nil
+}

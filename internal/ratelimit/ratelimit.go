@@ -138,6 +138,12 @@ type Store interface {
 	// SweepRateLimits forgets every key whose TAT is before now (Unix
 	// microseconds): such a key is as good as new.
 	SweepRateLimits(ctx context.Context, now int64) (int64, error)
+	// ResetRateLimit forgets key, whatever its TAT: its next take finds the
+	// whole quota. Forgetting an absent key is not an error.
+	ResetRateLimit(ctx context.Context, key string) error
+	// PeekRateLimit returns key's stored TAT without changing it, 0 when
+	// the key is absent.
+	PeekRateLimit(ctx context.Context, key string) (int64, error)
 }
 
 // Decision is the outcome of one check.

@@ -117,6 +117,12 @@ func (brokenStore) TakeRateLimit(context.Context, string, int64, int64, int64) (
 func (brokenStore) SweepRateLimits(context.Context, int64) (int64, error) {
 	return 0, errors.New("connection refused")
 }
+func (brokenStore) ResetRateLimit(context.Context, string) error {
+	return errors.New("connection refused")
+}
+func (brokenStore) PeekRateLimit(context.Context, string) (int64, error) {
+	return 0, errors.New("connection refused")
+}
 
 func TestStoreFailurePolicy(t *testing.T) {
 	reg := prometheus.NewRegistry()

@@ -20,6 +20,8 @@ func RunTests(t *testing.T, newStore func(t *testing.T) ratelimit.Store) {
 	t.Run("keys are independent", func(t *testing.T) { independent(t, newStore(t)) })
 	t.Run("concurrent takes allow exactly the count", func(t *testing.T) { concurrent(t, newStore(t)) })
 	t.Run("sweep forgets only expired keys", func(t *testing.T) { sweep(t, newStore(t)) })
+	t.Run("reset forgets one key", func(t *testing.T) { reset(t, newStore(t)) })
+	t.Run("peek reads without taking", func(t *testing.T) { peek(t, newStore(t)) })
 }
 
 const (
@@ -144,5 +146,52 @@ func sweep(t *testing.T, st ratelimit.Store) {
 	// The swept key starts over.
 	if tat, ok := take(t, st, "old", t0+period); !ok || tat != t0+period+interval {
 		t.Errorf("swept key take = (%d, %v), want (%d, true)", tat, ok, t0+period+interval)
+	}
+}
+
+func reset(t *testing.T, st ratelimit.Store) {
+	ctx := context.Background()
+	for i := 0; i < count; i++ {
+		take(t, st, "spent", t0)
+		take(t, st, "other", t0)
+	}
+	if err := st.ResetRateLimit(ctx, "spent"); err != nil {
+		t.Fatalf("ResetRateLimit(spent): %v", err)
+	}
+	// The whole burst is back for the reset key, at once.
+	for i := 1; i <= count; i++ {
+		if tat, ok := take(t, st, "spent", t0); !ok || tat != t0+int64(i)*interval {
+			t.Fatalf("take %d after reset = (%d, %v), want (%d, true)", i, tat, ok, t0+int64(i)*interval)
+		}
+	}
+	// Other keys keep their state.
+	if _, ok := take(t, st, "other", t0); ok {
+		t.Errorf("key other was reset along with key spent")
+	}
+	if err := st.ResetRateLimit(ctx, "absent"); err != nil {
+		t.Errorf("ResetRateLimit(absent) = %v, want nil", err)
+	}
+}
+
+func peek(t *testing.T, st ratelimit.Store) {
+	ctx := context.Background()
+	if tat, err := st.PeekRateLimit(ctx, "absent"); err != nil || tat != 0 {
+		t.Fatalf("PeekRateLimit(absent) = %d, %v, want 0, nil", tat, err)
+	}
+	// Peeking an absent key creates nothing: a sweep finds nothing.
+	if n, err := st.SweepRateLimits(ctx, t0+10*period); err != nil || n != 0 {
+		t.Fatalf("SweepRateLimits after peeking = %d, %v, want 0, nil", n, err)
+	}
+	take(t, st, "k", t0)
+	for i := 0; i < 3; i++ {
+		if tat, err := st.PeekRateLimit(ctx, "k"); err != nil || tat != t0+interval {
+			t.Fatalf("PeekRateLimit(k) #%d = %d, %v, want %d, nil", i+1, tat, err, t0+interval)
+		}
+	}
+	// The peeks took nothing: the rest of the burst still fits.
+	for i := 2; i <= count; i++ {
+		if _, ok := take(t, st, "k", t0); !ok {
+			t.Fatalf("take %d after peeking refused", i)
+		}
 	}
 }

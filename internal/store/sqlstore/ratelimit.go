@@ -1,6 +1,11 @@
 package sqlstore
 
-import "context"
+import (
+	"context"
+	"errors"
+
+	"github.com/palisade-auth/palisade/internal/store"
+)
 
 // The GCRA step is one statement: the upsert locks the key's row (or
 // creates it), so concurrent checks of one key from every instance are
@@ -41,4 +46,20 @@ func (s *Store) TakeRateLimit(ctx context.Context, key string, now, interval, pe
 // has passed.
 func (s *Store) SweepRateLimits(ctx context.Context, now int64) (int64, error) {
 	return s.exec(ctx, `DELETE FROM rate_limits WHERE tat < ?`, now)
+}
+
+// ResetRateLimit implements ratelimit.Store: it deletes key.
+func (s *Store) ResetRateLimit(ctx context.Context, key string) error {
+	_, err := s.exec(ctx, `DELETE FROM rate_limits WHERE key = ?`, key)
+	return err
+}
+
+// PeekRateLimit implements ratelimit.Store: key's TAT, 0 when it has none.
+func (s *Store) PeekRateLimit(ctx context.Context, key string) (int64, error) {
+	var tat int64
+	err := s.get(ctx, &tat, `SELECT tat FROM rate_limits WHERE key = ?`, key)
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, nil
+	}
+	return tat, err
 }
