@@ -140,31 +140,33 @@ func (s *Service) forgot(ctx context.Context, norm string, m Meta) error {
 
 // ResetPassword sets a new password with a reset token: one use, before it
 // expires. It revokes every session of the user and marks the email
-// verified (the user proved control of it).
-func (s *Service) ResetPassword(ctx context.Context, tok, newPassword string, m Meta) error {
+// verified (the user proved control of it). It returns the account's
+// email, so that the caller can clear what it keeps per email (the login
+// rate limits).
+func (s *Service) ResetPassword(ctx context.Context, tok, newPassword string, m Meta) (string, error) {
 	if !token.WellFormed(tok) {
-		return errInvalidResetToken()
+		return "", errInvalidResetToken()
 	}
 	hash := token.Hash(tok)
 	now := s.clock()
 	ot, err := s.st.OneTimeTokenByHash(ctx, hash)
 	if errors.Is(err, store.ErrNotFound) || err == nil && (ot.Purpose != store.PurposePasswordReset || ot.UsedAt != nil || !now.Before(ot.ExpiresAt)) {
-		return errInvalidResetToken()
+		return "", errInvalidResetToken()
 	}
 	if err != nil {
-		return apperr.Internal(err)
+		return "", apperr.Internal(err)
 	}
 	u, err := s.st.UserByID(ctx, ot.UserID)
 	if err != nil {
-		return apperr.Internal(err)
+		return "", apperr.Internal(err)
 	}
 	pw := password.Normalize(newPassword)
 	if err := s.checkNewPassword(pw, u.Email); err != nil {
-		return err
+		return "", err
 	}
 	pwHash, err := s.hasher.Hash(ctx, pw)
 	if err != nil {
-		return hashErr(err)
+		return "", hashErr(err)
 	}
 	err = s.st.InTx(ctx, func(q store.Queries) error {
 		// Consuming is the atomic step: of two resets racing with one
@@ -186,12 +188,12 @@ func (s *Service) ResetPassword(ctx context.Context, tok, newPassword string, m 
 		return q.AppendAudit(ctx, s.event(EventPasswordReset, now, m, u.ID, "", map[string]any{"revoked_sessions": len(revoked)}))
 	})
 	if errors.Is(err, store.ErrNotFound) {
-		return errInvalidResetToken()
+		return "", errInvalidResetToken()
 	}
 	if err != nil {
-		return apperr.Internal(err)
+		return "", apperr.Internal(err)
 	}
-	return nil
+	return u.Email, nil
 }
 
 // checkNewPassword applies the policy to a new password (change, reset):

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/palisade-auth/palisade/internal/mail/mailtest"
 	"github.com/palisade-auth/palisade/internal/store"
 )
 
@@ -222,4 +224,147 @@ func TestLoginLoadShedding(t *testing.T) {
 	if got, want := is.metric(t, "issuer_password_hashes_total"), float64(1+statuses[http.StatusOK]); got != want {
 		t.Errorf("password hashes = %v, want %v (register + admitted logins)", got, want)
 	}
+}
+
+// from sends a request as if from addr, for issuers that trust 127.0.0.1
+// as a proxy.
+func from(addr string) []string { return []string{"X-Forwarded-For", addr} }
+
+// TestLoginCannotLockTheOwnerOut: guesses from other addresses spend their
+// own (email, address) quotas and a per-email ceiling, but an address the
+// owner logged in from still gets in, and a completed password reset
+// clears the ceiling and lets the resetting address in.
+func TestLoginCannotLockTheOwnerOut(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, dbURL string) {
+		const base = "http://issuer.test"
+		srv := mailtest.Start(t, mailtest.Options{})
+		is := startIssuer(t, dbURL, smtpFlags(srv.Addr(), "--trusted-proxies", "127.0.0.1/32",
+			"--rate-limit", "login=1000/1m", "--rate-limit", "login_email_client=3/15m", "--rate-limit", "login_email=5/1h")...)
+		email := uniqueEmail()
+		register(t, is, email)
+		const home, phone, attacker = "192.0.2.10", "203.0.113.5", "198.51.100.1"
+		wantStatus(t, "the owner's login from home", loginAttempt(t, is, email, strongPassword, from(home)...), http.StatusOK)
+
+		// One address: three guesses, then its pair is spent. Its refused
+		// guesses do not count against the email.
+		for i := 0; i < 3; i++ {
+			wantProblem(t, "guess from one address", loginAttempt(t, is, email, "wrong guess "+strconv.Itoa(i), from(attacker)...),
+				http.StatusUnauthorized, "invalid_credentials")
+		}
+		for i := 0; i < 3; i++ {
+			want429(t, "more guesses from that address", loginAttempt(t, is, email, "wrong guess", from(attacker)...), 3)
+		}
+		// Other addresses: the email's ceiling (5, the owner's login
+		// included) bounds them all together.
+		wantProblem(t, "guess from a second address", loginAttempt(t, is, email, "wrong guess", from("198.51.100.2")...),
+			http.StatusUnauthorized, "invalid_credentials")
+		want429(t, "guess from a third address", loginAttempt(t, is, email, "wrong guess", from("198.51.100.3")...), 5)
+		want429(t, "the right password from an address never used", loginAttempt(t, is, email, strongPassword, from(phone)...), 5)
+
+		// The owner at home is not locked out, however spent the ceiling is.
+		for i := 0; i < 2; i++ {
+			wantStatus(t, "the owner's login from home, ceiling spent", loginAttempt(t, is, email, strongPassword, from(home)...), http.StatusOK)
+		}
+
+		// On the phone, the owner resets the password: that clears the
+		// ceiling and lets the phone in.
+		wantStatus(t, "forgot", do(t, "POST", is.base+"/v1/password/forgot", map[string]string{"email": email}, from(phone)...), http.StatusAccepted)
+		tok := mailToken(t, waitMail(t, srv, email, base, "/reset-password"), base, "/reset-password")
+		const newPassword = "an entirely new passphrase"
+		wantStatus(t, "reset from the phone", do(t, "POST", is.base+"/v1/password/reset",
+			map[string]string{"token": tok, "new_password": newPassword}, from(phone)...), http.StatusNoContent)
+		wantStatus(t, "login from the phone after the reset", loginAttempt(t, is, email, newPassword, from(phone)...), http.StatusOK)
+		wantProblem(t, "a guess from a new address after the reset (the ceiling started over)",
+			loginAttempt(t, is, email, "wrong guess", from("198.51.100.4")...), http.StatusUnauthorized, "invalid_credentials")
+		// The guesser's own spent pair stays spent.
+		want429(t, "the first guessing address after the reset", loginAttempt(t, is, email, newPassword, from(attacker)...), 3)
+	})
+}
+
+// TestPasswordChangeGuessing: wrong current passwords at password change
+// are bounded per user, across addresses and sessions, and a refused
+// attempt hashes nothing.
+func TestPasswordChangeGuessing(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, dbURL string) {
+		is := startIssuer(t, dbURL, "--trusted-proxies", "127.0.0.1/32", "--rate-limit", "password_change=3/15m")
+		email, other := uniqueEmail(), uniqueEmail()
+		register(t, is, email)
+		register(t, is, other)
+		stolen := login(t, is, email, strongPassword, "laptop")
+		change := func(access, current string, headers ...string) response {
+			return do(t, "POST", is.base+"/v1/password/change",
+				map[string]string{"current_password": current, "new_password": "an entirely new passphrase"}, append(bearer(access), headers...)...)
+		}
+		for i := 0; i < 3; i++ {
+			r := change(stolen.Access, "wrong guess "+strconv.Itoa(i), from(fmt.Sprintf("198.51.100.%d", i))...)
+			wantProblem(t, "wrong current password", r, http.StatusForbidden, "current_password_incorrect")
+			wantRateHeaders(t, "wrong current password", r, 3, 2-i)
+		}
+		hashes := is.metric(t, "issuer_password_hashes_total")
+		want429(t, "fourth attempt, right password, another address", change(stolen.Access, strongPassword, from("203.0.113.9")...), 3)
+		if got := is.metric(t, "issuer_password_hashes_total"); got != hashes {
+			t.Errorf("password hashes after a refused change = %v, want %v (unchanged)", got, hashes)
+		}
+		phone := login(t, is, email, strongPassword, "phone")
+		want429(t, "another session of the same user", change(phone.Access, strongPassword), 3)
+		// Authentication comes first: a request without a valid token is
+		// not counted against anyone.
+		wantProblem(t, "change without a token", do(t, "POST", is.base+"/v1/password/change",
+			map[string]string{"current_password": "x", "new_password": "y"}), http.StatusUnauthorized, "invalid_token")
+		wantStatus(t, "another user's change", change(login(t, is, other, strongPassword, "laptop").Access, strongPassword), http.StatusNoContent)
+	})
+}
+
+// TestForgotPasswordPerAccount: past the per-account cap, forgot-password
+// answers exactly as always and sends nothing; other accounts are not
+// affected.
+func TestForgotPasswordPerAccount(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, dbURL string) {
+		const base = "http://issuer.test"
+		srv := mailtest.Start(t, mailtest.Options{})
+		is := startIssuer(t, dbURL, smtpFlags(srv.Addr(), "--rate-limit", "password_forgot_email=2/1h")...)
+		st := openStore(t, dbURL)
+		known, other, unknown := uniqueEmail(), uniqueEmail(), uniqueEmail()
+		for _, e := range []string{known, other} {
+			register(t, is, e)
+			waitRecorded(t, is, waitMail(t, srv, e, base, "/verify-email"))
+		}
+		isReset := func(m mailtest.Message) bool {
+			return mailtest.To(known)(m) && strings.Contains(m.Text, "/reset-password?token=")
+		}
+		ref := forgot(t, is, unknown)
+		wantStatus(t, "forgot(unknown)", ref, http.StatusAccepted)
+		same := func(what string, r response) {
+			t.Helper()
+			if r.status != ref.status || !bytes.Equal(r.body, ref.body) || r.header.Get("Content-Type") != ref.header.Get("Content-Type") {
+				t.Errorf("%s = %d %s %q, want the answer to an unknown address: %d %s %q", what,
+					r.status, r.header.Get("Content-Type"), r.body, ref.status, ref.header.Get("Content-Type"), ref.body)
+			}
+		}
+		// Within the cap, a mail each (sent before the next request, so
+		// that no newer link replaces one still queued).
+		for i := 1; i <= 2; i++ {
+			same("forgot(known) within the cap", forgot(t, is, known))
+			waitRecorded(t, is, srv.WaitN(t, mailWait, i, isReset)[i-1])
+		}
+		// Over it, however spelled: the same answer, and no mail.
+		for i := 0; i < 4; i++ {
+			same("forgot(known) over the cap", forgot(t, is, strings.ToUpper(known)))
+			same("forgot(unknown) over the cap", forgot(t, is, unknown))
+		}
+		// Another account still gets its mail. The requests above were
+		// answered before it was asked for.
+		same("forgot(other)", forgot(t, is, other))
+		waitRecorded(t, is, waitMail(t, srv, other, base, "/reset-password"))
+		assertQueueEmpty(t, st)
+		n := 0
+		for _, m := range srv.Messages() {
+			if isReset(m) {
+				n++
+			}
+		}
+		if n != 2 {
+			t.Errorf("reset mails to one account after 6 requests = %d, want 2 (the cap)", n)
+		}
+	})
 }

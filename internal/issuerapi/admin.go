@@ -16,12 +16,12 @@ import (
 // read.
 func (a *API) adminRoutes() []route {
 	return []route{
-		{"GET /v1/admin/users", true, a.admin(a.adminUsers)},
-		{"GET /v1/admin/users/{id}", true, a.admin(a.adminUser)},
-		{"PATCH /v1/admin/users/{id}", true, a.admin(a.adminUpdateUser)},
-		{"GET /v1/admin/users/{id}/sessions", true, a.admin(a.adminSessions)},
-		{"DELETE /v1/admin/users/{id}/sessions", true, a.admin(a.adminRevokeSessions)},
-		{"GET /v1/admin/audit", true, a.admin(a.adminAudit)},
+		{pattern: "GET /v1/admin/users", protected: true, handler: a.admin(a.adminUsers)},
+		{pattern: "GET /v1/admin/users/{id}", protected: true, handler: a.admin(a.adminUser)},
+		{pattern: "PATCH /v1/admin/users/{id}", protected: true, handler: a.admin(a.adminUpdateUser)},
+		{pattern: "GET /v1/admin/users/{id}/sessions", protected: true, handler: a.admin(a.adminSessions)},
+		{pattern: "DELETE /v1/admin/users/{id}/sessions", protected: true, handler: a.admin(a.adminRevokeSessions)},
+		{pattern: "GET /v1/admin/audit", protected: true, handler: a.admin(a.adminAudit)},
 	}
 }
 

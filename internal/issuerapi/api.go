@@ -17,6 +17,7 @@ import (
 	"github.com/palisade-auth/palisade/internal/httpserver"
 	"github.com/palisade-auth/palisade/internal/idempotency"
 	"github.com/palisade-auth/palisade/internal/problem"
+	"github.com/palisade-auth/palisade/internal/ratelimit"
 	"github.com/palisade-auth/palisade/pkg/verify"
 )
 
@@ -81,31 +82,64 @@ func New(d Deps, cfg Config) *API {
 }
 
 // route is one endpoint: a ServeMux pattern, whether it needs an access
-// token, and its handler.
+// token, its handler, and the rate limits in front of it.
 type route struct {
 	pattern   string
 	protected bool
 	handler   http.HandlerFunc
+	// limits are checked in this order before the handler runs: per-user
+	// ones after authentication, the others before it, each counted once
+	// per request. See the README's rate-limit table.
+	limits []rateRule
+	// unlimited says why a route that anyone may call with a body has no
+	// limit; every unauthenticated POST route has limits or this
+	// (TestEveryAnonymousWriteIsLimited).
+	unlimited string
 }
 
 func (a *API) routes() []route {
 	return append([]route{
-		{"POST /v1/register", false, a.register},
-		{"POST /v1/login", false, a.login},
-		{"POST /v1/refresh", false, a.refresh},
-		{"POST /v1/logout", false, a.logout},
-		{"POST /v1/logout/all", true, a.logoutAll},
-		{"POST /v1/password/change", true, a.changePassword},
-		{"POST /v1/password/forgot", false, a.forgotPassword},
-		{"POST /v1/password/reset", false, a.resetPassword},
-		{"POST /v1/email/verify", false, a.verifyEmail},
-		{"POST /v1/email/verify/resend", true, a.resendVerification},
-		{"GET /v1/me", true, a.me},
-		{"GET /v1/sessions", true, a.sessions},
-		{"DELETE /v1/sessions/{id}", true, a.revokeSession},
-		{"GET /health", false, a.health},
-		{"GET /.well-known/jwks.json", false, a.jwks},
-		{"GET /.well-known/openid-configuration", false, a.discovery},
+		{pattern: "POST /v1/register", handler: a.register, limits: []rateRule{
+			{ratelimit.Register, perClient, refuse},
+		}},
+		// Login: the address, the (email, address) pair, and a looser
+		// per-email ceiling that a client remembered for the account
+		// passes (package ratelimit says why).
+		{pattern: "POST /v1/login", handler: a.login, limits: []rateRule{
+			{ratelimit.Login, perClient, refuse},
+			{ratelimit.LoginEmailClient, perEmailClient, refuse},
+			{ratelimit.LoginEmail, perEmail, refuseUnlessKnown},
+		}},
+		{pattern: "POST /v1/refresh", handler: a.refresh, limits: []rateRule{
+			{ratelimit.Refresh, perClient, refuse},
+		}},
+		{pattern: "POST /v1/logout", handler: a.logout,
+			unlimited: "answers 204 whatever the token, so a guess learns nothing, and it hashes no password"},
+		{pattern: "POST /v1/logout/all", protected: true, handler: a.logoutAll},
+		{pattern: "POST /v1/password/change", protected: true, handler: a.changePassword, limits: []rateRule{
+			{ratelimit.PasswordChange, perUser, refuse},
+		}},
+		// Forgot: the address, and a quiet per-account cap: over it the
+		// answer is the same 202 and no mail is sent.
+		{pattern: "POST /v1/password/forgot", handler: a.forgotPassword, limits: []rateRule{
+			{ratelimit.PasswordForgot, perClient, refuse},
+			{ratelimit.PasswordForgotEmail, perEmail, quiet},
+		}},
+		{pattern: "POST /v1/password/reset", handler: a.resetPassword, limits: []rateRule{
+			{ratelimit.PasswordReset, perClient, refuse},
+		}},
+		{pattern: "POST /v1/email/verify", handler: a.verifyEmail, limits: []rateRule{
+			{ratelimit.EmailVerify, perClient, refuse},
+		}},
+		{pattern: "POST /v1/email/verify/resend", protected: true, handler: a.resendVerification, limits: []rateRule{
+			{ratelimit.EmailVerify, perClient, refuse},
+		}},
+		{pattern: "GET /v1/me", protected: true, handler: a.me},
+		{pattern: "GET /v1/sessions", protected: true, handler: a.sessions},
+		{pattern: "DELETE /v1/sessions/{id}", protected: true, handler: a.revokeSession},
+		{pattern: "GET /health", handler: a.health},
+		{pattern: "GET /.well-known/jwks.json", handler: a.jwks},
+		{pattern: "GET /.well-known/openid-configuration", handler: a.discovery},
 	}, a.adminRoutes()...)
 }
 
@@ -129,12 +163,14 @@ func (a *API) Handler(metrics *httpserver.Metrics) http.Handler {
 	authenticate := verify.Middleware(a.verify, opts...)
 	for _, rt := range a.routes() {
 		var h http.Handler = rt.handler
+		before, after := splitLimits(rt)
 		if rt.protected {
 			// Authentication runs once, before the handler; the handler
-			// reads the identity from the request context.
-			h = authenticate(h)
+			// reads the identity from the request context, and so do the
+			// per-user limits in between.
+			h = authenticate(a.limit(after, h))
 		}
-		h = a.limit(rt.pattern, h)
+		h = a.limit(before, h)
 		if metrics != nil {
 			h = metrics.Wrap(rt.pattern, h)
 		}

@@ -61,6 +61,7 @@ func (a *API) login(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
+	a.loggedIn(r, req.Email)
 	a.writeTokens(w, r, pair)
 }
 
@@ -249,6 +250,10 @@ func (a *API) forgotPassword(w http.ResponseWriter, r *http.Request) {
 		if err := decodeJSON(body, &req); err != nil {
 			return 0, nil, err
 		}
+		if throttled(r) {
+			// Over the account's cap: the same answer, and no mail.
+			return http.StatusAccepted, acceptedMessage, nil
+		}
 		if err := a.auth.ForgotPassword(r.Context(), req.Email, a.meta(r)); err != nil {
 			return 0, nil, err
 		}
@@ -268,10 +273,12 @@ func (a *API) resetPassword(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	if err := a.auth.ResetPassword(r.Context(), req.Token, req.NewPassword, a.meta(r)); err != nil {
+	email, err := a.auth.ResetPassword(r.Context(), req.Token, req.NewPassword, a.meta(r))
+	if err != nil {
 		a.writeError(w, r, err)
 		return
 	}
+	a.passwordReset(r, email)
 	w.WriteHeader(http.StatusNoContent)
 }
 

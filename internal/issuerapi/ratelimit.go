@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -17,71 +18,195 @@ import (
 // Limiter decides whether a request may proceed (ratelimit.Limiter).
 type Limiter interface {
 	Allow(ctx context.Context, name, subject string) (ratelimit.Decision, error)
+	Reset(ctx context.Context, name, subject string) error
+	Remember(ctx context.Context, mark, subject string) error
+	Remembered(ctx context.Context, mark, subject string) (bool, error)
 }
 
-// routeLimits names the limit of each limited route, keyed by client
-// address. Login is also limited per email (see limit).
-var routeLimits = map[string]string{
-	"POST /v1/register":            ratelimit.Register,
-	"POST /v1/login":               ratelimit.Login,
-	"POST /v1/refresh":             ratelimit.Refresh,
-	"POST /v1/password/forgot":     ratelimit.PasswordForgot,
-	"POST /v1/password/reset":      ratelimit.PasswordReset,
-	"POST /v1/email/verify":        ratelimit.EmailVerify,
-	"POST /v1/email/verify/resend": ratelimit.EmailVerify,
+// rateRule is one rate limit of a route (route.limits): the named limit,
+// whose counter is kept per subject, and what a request over it gets.
+type rateRule struct {
+	name string
+	per  subject
+	over overLimit
 }
 
-// limit puts the route's rate limit in front of next. It runs before the
-// handler reads the body or the service touches the database, so a refused
-// request costs one counter update and nothing else.
-func (a *API) limit(pattern string, next http.Handler) http.Handler {
-	name, ok := routeLimits[pattern]
-	if !ok || a.limiter == nil {
+// subject is what a limit's counter is kept for.
+type subject int
+
+const (
+	// perClient: the client address.
+	perClient subject = iota
+	// perEmail: the normalized email of the JSON body. A body without one
+	// is not counted; the handler refuses it.
+	perEmail
+	// perEmailClient: the pair of the body's email and the client address.
+	perEmailClient
+	// perUser: the authenticated caller; checked after authentication, so
+	// only on protected routes.
+	perUser
+)
+
+// overLimit is what a request over a limit gets.
+type overLimit int
+
+const (
+	// refuse answers 429 before the handler runs.
+	refuse overLimit = iota
+	// quiet lets the handler answer as usual, but told (throttled) to do
+	// nothing: for forgot-password, whose answer must not change.
+	quiet
+	// refuseUnlessKnown refuses, unless the client address is remembered
+	// for the body's email (ratelimit.KnownLoginClient): the per-email
+	// login ceiling, which attackers elsewhere must not be able to turn
+	// into a lockout of the owner.
+	refuseUnlessKnown
+)
+
+// throttledKey marks a request that is over a quiet limit.
+type throttledKey struct{}
+
+// throttled reports whether r is over one of its route's quiet limits: the
+// handler answers as it always does and does nothing else.
+func throttled(r *http.Request) bool {
+	return r.Context().Value(throttledKey{}) != nil
+}
+
+// limit puts rules in front of next. It runs before the handler reads the
+// body or the service touches the database, so a refused request costs
+// counter updates and nothing else. The answer carries the X-RateLimit-*
+// headers of the tightest limit that let it through (quiet ones and a
+// ceiling a known client passed are not shown).
+func (a *API) limit(rules []rateRule, next http.Handler) http.Handler {
+	if len(rules) == 0 || a.limiter == nil {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		d, ok := a.check(w, r, name, a.ip.String(r))
-		if !ok {
-			return
-		}
-		if name == ratelimit.Login {
-			// Per email as well, against guessing one account's password
-			// from many addresses. An unreadable body has no email to count;
-			// the handler will refuse it anyway.
-			if email := a.peekEmail(r); email != "" {
-				de, ok := a.check(w, r, ratelimit.LoginEmail, email)
-				if !ok {
-					return
+		client := a.ip.String(r)
+		var (
+			email    string
+			readBody bool
+			shown    *ratelimit.Decision
+		)
+		for _, rule := range rules {
+			var subj string
+			switch rule.per {
+			case perClient:
+				subj = client
+			case perUser:
+				subj = identity(r).Subject
+			case perEmail, perEmailClient:
+				if !readBody {
+					email, readBody = a.peekEmail(r), true
 				}
-				if de.Remaining < d.Remaining {
-					d = de
+				if email == "" {
+					continue
+				}
+				subj = email
+				if rule.per == perEmailClient {
+					subj = ratelimit.LoginSubject(email, client)
 				}
 			}
+			d, err := a.limiter.Allow(r.Context(), rule.name, subj)
+			if err != nil {
+				a.writeLimitError(w, r, err)
+				return
+			}
+			if !d.Allowed {
+				switch rule.over {
+				case quiet:
+					r = r.WithContext(context.WithValue(r.Context(), throttledKey{}, rule.name))
+					continue
+				case refuseUnlessKnown:
+					known, err := a.limiter.Remembered(r.Context(), ratelimit.KnownLoginClient, ratelimit.LoginSubject(email, client))
+					if err != nil {
+						a.writeLimitError(w, r, err)
+						return
+					}
+					if known {
+						continue
+					}
+				}
+				a.refuse(w, r, d)
+				return
+			}
+			if rule.over != quiet && (shown == nil || d.Remaining < shown.Remaining) {
+				shown = &d
+			}
 		}
-		setRateLimitHeaders(w.Header(), d)
+		if shown != nil {
+			setRateLimitHeaders(w.Header(), *shown)
+		}
 		next.ServeHTTP(w, r)
 	})
 }
 
-// check counts the request under the named limit and answers it (429, or 503
-// when a fail-closed limit's store is down) when it may not proceed.
-func (a *API) check(w http.ResponseWriter, r *http.Request, name, subject string) (ratelimit.Decision, bool) {
-	d, err := a.limiter.Allow(r.Context(), name, subject)
+// writeLimitError answers a request whose limit could not be checked: 503
+// when a fail-closed limit's store is down.
+func (a *API) writeLimitError(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, ratelimit.ErrStore) {
+		a.writeError(w, r, apperr.Wrap(apperr.KindUnavailable, "rate_limit_unavailable", "The service cannot check its request limits right now; retry shortly.", err))
+		return
+	}
+	a.writeError(w, r, apperr.Internal(err))
+}
+
+// refuse answers a request over a limit: 429 with Retry-After.
+func (a *API) refuse(w http.ResponseWriter, r *http.Request, d ratelimit.Decision) {
+	setRateLimitHeaders(w.Header(), d)
+	w.Header().Set("Retry-After", strconv.FormatInt(ratelimit.Seconds(d.RetryAfter), 10))
+	a.writeError(w, r, apperr.New(apperr.KindRateLimited, "rate_limited", "Too many requests; retry after the time in Retry-After."))
+}
+
+// loggedIn remembers the client address of a successful login for the
+// account, so that it passes the per-email login ceiling from then on. A
+// failure is logged: the login itself has succeeded.
+func (a *API) loggedIn(r *http.Request, email string) {
+	if a.limiter == nil {
+		return
+	}
+	subj := ratelimit.LoginSubject(auth.NormalizeEmail(email), a.ip.String(r))
+	if err := a.limiter.Remember(r.Context(), ratelimit.KnownLoginClient, subj); err != nil {
+		a.log.WarnContext(r.Context(), "rate limit: remembering the login's client failed", "err", err)
+	}
+}
+
+// passwordReset clears the login limits of the account whose password was
+// reset: whoever completed the reset proved control of its mailbox. The
+// email's ceiling and the resetting address's pair start over, and that
+// address is remembered for the account. Counters of other addresses stay:
+// they are someone else's guesses.
+func (a *API) passwordReset(r *http.Request, email string) {
+	if a.limiter == nil {
+		return
+	}
+	email = auth.NormalizeEmail(email)
+	pair := ratelimit.LoginSubject(email, a.ip.String(r))
+	err := errors.Join(
+		a.limiter.Reset(r.Context(), ratelimit.LoginEmail, email),
+		a.limiter.Reset(r.Context(), ratelimit.LoginEmailClient, pair),
+		a.limiter.Remember(r.Context(), ratelimit.KnownLoginClient, pair),
+	)
 	if err != nil {
-		if errors.Is(err, ratelimit.ErrStore) {
-			a.writeError(w, r, apperr.Wrap(apperr.KindUnavailable, "rate_limit_unavailable", "The service cannot check its request limits right now; retry shortly.", err))
-		} else {
-			a.writeError(w, r, apperr.Internal(err))
+		a.log.WarnContext(r.Context(), "rate limit: clearing the login limits after a password reset failed", "err", err)
+	}
+}
+
+// splitLimits separates the rules checked before authentication from the
+// per-user ones checked after it. A per-user rule on an unprotected route
+// is a mistake in the route table.
+func splitLimits(rt route) (before, after []rateRule) {
+	for _, rule := range rt.limits {
+		if rule.per != perUser {
+			before = append(before, rule)
+			continue
 		}
-		return d, false
+		if !rt.protected {
+			panic(fmt.Sprintf("issuerapi: route %s limits %s per user but is not protected", rt.pattern, rule.name))
+		}
+		after = append(after, rule)
 	}
-	if !d.Allowed {
-		setRateLimitHeaders(w.Header(), d)
-		w.Header().Set("Retry-After", strconv.FormatInt(ratelimit.Seconds(d.RetryAfter), 10))
-		a.writeError(w, r, apperr.New(apperr.KindRateLimited, "rate_limited", "Too many requests; retry after the time in Retry-After."))
-		return d, false
-	}
-	return d, true
+	return before, after
 }
 
 func setRateLimitHeaders(h http.Header, d ratelimit.Decision) {

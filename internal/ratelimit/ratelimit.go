@@ -10,6 +10,34 @@
 // sliding-window counter), spreads a quota evenly over its period while still
 // allowing a burst of the whole count, and yields Retry-After and the reset
 // time directly from the stored TAT.
+//
+// Login: bounding guessing without handing the owner's account to whoever
+// can send requests. A limit per email alone lets anyone lock the owner out:
+// ten wrong passwords from anywhere, then one every 90 s, and the owner's
+// correct password is refused too. So login has three limits, all taken
+// before the password is hashed (every attempt that passes them costs one
+// argon2id hash, right or wrong, which is why attempts are counted rather
+// than failures; counting failures would also need the outcome, so a burst
+// of concurrent guesses would all be hashed before the first was counted):
+//
+//   - [Login], per client address: one address's guesses over all accounts.
+//   - [LoginEmailClient], per (email, client address) pair: the tight limit.
+//     An attacker elsewhere spends only his own pairs' quota, never the
+//     owner's.
+//   - [LoginEmail], per email across every address: a much looser ceiling
+//     that bounds a distributed guesser (a botnet, an IPv6 prefix). A
+//     ceiling alone could again be exhausted by a botnet, so a client
+//     address remembered for the account ([KnownLoginClient]: it logged in
+//     to it, or completed a password reset for it, within [RememberFor])
+//     passes the ceiling anyway; the tighter limits still apply to it. An
+//     owner on a new address while the ceiling is exhausted resets the
+//     password: a completed reset proves control of the mailbox, clears the
+//     email's ceiling and the resetting address's pair, and remembers that
+//     address.
+//
+// What remains: an attacker behind the owner's own address (one NAT) shares
+// the owner's pair, so he can slow the owner to the pair's rate; and the
+// ceiling's total is what a distributed guesser gets.
 package ratelimit
 
 import (
@@ -30,14 +58,30 @@ import (
 
 // Limit names (API.md section 7).
 const (
-	Register       = "register"
-	Login          = "login"
-	LoginEmail     = "login_email"
-	Refresh        = "refresh"
-	PasswordForgot = "password_forgot"
-	PasswordReset  = "password_reset"
-	EmailVerify    = "email_verify"
+	Register            = "register"
+	Login               = "login"
+	LoginEmail          = "login_email"
+	LoginEmailClient    = "login_email_client"
+	Refresh             = "refresh"
+	PasswordChange      = "password_change"
+	PasswordForgot      = "password_forgot"
+	PasswordForgotEmail = "password_forgot_email"
+	PasswordReset       = "password_reset"
+	EmailVerify         = "email_verify"
 )
+
+// KnownLoginClient names the marks of client addresses that logged in to an
+// account (subject: LoginSubject of its email and the address). It is not a
+// limit: it cannot be configured, and Remember and Remembered use it.
+const KnownLoginClient = "login_known_client"
+
+// RememberFor is how long a mark lasts at least after the latest Remember.
+const RememberFor = 30 * 24 * time.Hour
+
+// LoginSubject is the subject of the per-(email, client address) counters
+// and marks. A client address never contains a space, so the pair is
+// unambiguous.
+func LoginSubject(email, client string) string { return client + " " + email }
 
 // Limit allows Count requests per Period for one key, as a burst or spread
 // out.
@@ -78,17 +122,28 @@ type Spec struct {
 }
 
 // Defaults are the documented defaults. Per client address unless the name
-// says otherwise. Limits guarding a secret someone could guess (passwords,
-// reset and verification tokens) fail closed; the others fail open.
+// says otherwise: login_email and password_forgot_email per normalized
+// email, login_email_client per (email, client address) pair,
+// password_change per user. Limits guarding a secret someone could guess
+// (passwords, reset and verification tokens) fail closed; the others fail
+// open.
+//
+// password_forgot_email caps the reset mails one address receives. Its
+// interval (period / count) stays below the reset link's lifetime (30 min):
+// when someone else spends an account's quota, the newest of the mails
+// their requests sent is still a valid link in the owner's mailbox.
 func Defaults() map[string]Spec {
 	return map[string]Spec{
-		Register:       {Limit{10, time.Hour}, FailOpen},
-		Login:          {Limit{30, time.Minute}, FailClosed},
-		LoginEmail:     {Limit{10, 15 * time.Minute}, FailClosed},
-		Refresh:        {Limit{60, time.Minute}, FailOpen},
-		PasswordForgot: {Limit{5, 15 * time.Minute}, FailOpen},
-		PasswordReset:  {Limit{10, 15 * time.Minute}, FailClosed},
-		EmailVerify:    {Limit{10, 15 * time.Minute}, FailClosed},
+		Register:            {Limit{10, time.Hour}, FailOpen},
+		Login:               {Limit{30, time.Minute}, FailClosed},
+		LoginEmail:          {Limit{50, time.Hour}, FailClosed},
+		LoginEmailClient:    {Limit{10, 15 * time.Minute}, FailClosed},
+		Refresh:             {Limit{60, time.Minute}, FailOpen},
+		PasswordChange:      {Limit{10, 15 * time.Minute}, FailClosed},
+		PasswordForgot:      {Limit{5, 15 * time.Minute}, FailOpen},
+		PasswordForgotEmail: {Limit{3, time.Hour}, FailOpen},
+		PasswordReset:       {Limit{10, 15 * time.Minute}, FailClosed},
+		EmailVerify:         {Limit{10, 15 * time.Minute}, FailClosed},
 	}
 }
 
@@ -238,6 +293,46 @@ func (l *Limiter) Allow(ctx context.Context, name, subject string) (Decision, er
 	}
 	l.decisions.WithLabelValues(name, outcome).Inc()
 	return d, nil
+}
+
+// Reset forgets subject's counter of the named limit (or mark): its next
+// request finds the whole quota.
+func (l *Limiter) Reset(ctx context.Context, name, subject string) error {
+	if _, ok := l.specs[name]; !ok && name != KnownLoginClient {
+		return fmt.Errorf("ratelimit: unknown limit %q", name)
+	}
+	if err := l.store.ResetRateLimit(ctx, key(name, subject)); err != nil {
+		return fmt.Errorf("ratelimit: reset %s: %w", name, err)
+	}
+	return nil
+}
+
+// Remember marks subject under the named mark for at least RememberFor
+// from now. The mark is a key whose TAT is in the future: a GCRA take with
+// interval RememberFor and period twice that moves it to at least
+// now+RememberFor (at most now+2*RememberFor), and the sweeper forgets it
+// once it has passed.
+func (l *Limiter) Remember(ctx context.Context, mark, subject string) error {
+	if mark != KnownLoginClient {
+		return fmt.Errorf("ratelimit: unknown mark %q", mark)
+	}
+	w := RememberFor.Microseconds()
+	if _, _, err := l.store.TakeRateLimit(ctx, key(mark, subject), l.now().UnixMicro(), w, 2*w); err != nil {
+		return fmt.Errorf("ratelimit: remember %s: %w", mark, err)
+	}
+	return nil
+}
+
+// Remembered reports whether subject carries the named mark.
+func (l *Limiter) Remembered(ctx context.Context, mark, subject string) (bool, error) {
+	if mark != KnownLoginClient {
+		return false, fmt.Errorf("ratelimit: unknown mark %q", mark)
+	}
+	tat, err := l.store.PeekRateLimit(ctx, key(mark, subject))
+	if err != nil {
+		return false, fmt.Errorf("%w: %w", ErrStore, err)
+	}
+	return tat > l.now().UnixMicro(), nil
 }
 
 // decide turns the stored TAT into what the client is told.

@@ -182,3 +182,115 @@ func TestSecondsRoundsUp(t *testing.T) {
 		}
 	}
 }
+
+// A reset gives the subject its whole quota back, for that limit only.
+func TestReset(t *testing.T) {
+	now := time.Unix(1_900_000_000, 0)
+	l, err := ratelimit.New(ratelimit.NewMemory(), []string{"login_email=2/1h", "login_email_client=2/1h"}, func() time.Time { return now }, discard(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, name := range []string{ratelimit.LoginEmail, ratelimit.LoginEmailClient} {
+		for i := 0; i < 3; i++ {
+			_, _ = l.Allow(ctx, name, "a@example.com")
+		}
+	}
+	if err := l.Reset(ctx, ratelimit.LoginEmail, "a@example.com"); err != nil {
+		t.Fatalf("Reset: %v", err)
+	}
+	for i := 0; i < 2; i++ {
+		if d, err := l.Allow(ctx, ratelimit.LoginEmail, "a@example.com"); err != nil || !d.Allowed {
+			t.Fatalf("Allow(login_email) #%d after Reset = %+v, %v; want allowed", i+1, d, err)
+		}
+	}
+	if d, _ := l.Allow(ctx, ratelimit.LoginEmailClient, "a@example.com"); d.Allowed {
+		t.Errorf("Allow(login_email_client) after resetting login_email = allowed, want still refused")
+	}
+	if err := l.Reset(ctx, "nope", "x"); err == nil {
+		t.Errorf("Reset(unknown limit): no error")
+	}
+	if err := (mustNew(t, brokenStore{})).Reset(ctx, ratelimit.LoginEmail, "x"); err == nil {
+		t.Errorf("Reset with a broken store: no error")
+	}
+}
+
+func mustNew(t *testing.T, st ratelimit.Store) *ratelimit.Limiter {
+	t.Helper()
+	l, err := ratelimit.New(st, nil, time.Now, discard(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// A remembered client stays remembered for RememberFor after the latest
+// Remember, however often it is remembered, and is forgotten after that.
+func TestRemember(t *testing.T) {
+	now := time.Unix(1_900_000_000, 0)
+	l, err := ratelimit.New(ratelimit.NewMemory(), nil, func() time.Time { return now }, discard(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	subject := ratelimit.LoginSubject("a@example.com", "192.0.2.1")
+	remembered := func(what string, want bool) {
+		t.Helper()
+		got, err := l.Remembered(ctx, ratelimit.KnownLoginClient, subject)
+		if err != nil || got != want {
+			t.Fatalf("Remembered %s = %v, %v; want %v", what, got, err, want)
+		}
+	}
+	remembered("before any Remember", false)
+	if err := l.Remember(ctx, ratelimit.KnownLoginClient, subject); err != nil {
+		t.Fatal(err)
+	}
+	remembered("right after Remember", true)
+	if got, _ := l.Remembered(ctx, ratelimit.KnownLoginClient, ratelimit.LoginSubject("a@example.com", "192.0.2.2")); got {
+		t.Errorf("another address of the same email is remembered")
+	}
+	// Remembered again and again, every day for 100 days: the mark follows
+	// the latest one.
+	for day := 1; day <= 100; day++ {
+		now = now.Add(24 * time.Hour)
+		if err := l.Remember(ctx, ratelimit.KnownLoginClient, subject); err != nil {
+			t.Fatal(err)
+		}
+		remembered("while logging in daily", true)
+	}
+	now = now.Add(ratelimit.RememberFor - time.Second)
+	remembered("just under RememberFor after the latest Remember", true)
+	now = now.Add(ratelimit.RememberFor + time.Second)
+	remembered("twice RememberFor after the latest Remember", false)
+	if err := l.Reset(ctx, ratelimit.KnownLoginClient, subject); err != nil {
+		t.Errorf("Reset(mark): %v", err)
+	}
+	if _, err := l.Remembered(ctx, "nope", subject); err == nil {
+		t.Errorf("Remembered(unknown mark): no error")
+	}
+	if err := l.Remember(ctx, "nope", subject); err == nil {
+		t.Errorf("Remember(unknown mark): no error")
+	}
+	if _, err := mustNew(t, brokenStore{}).Remembered(ctx, ratelimit.KnownLoginClient, subject); !errors.Is(err, ratelimit.ErrStore) {
+		t.Errorf("Remembered with a broken store error = %v, want ratelimit.ErrStore", err)
+	}
+}
+
+// The login defaults keep the owner reachable: the per-email ceiling is
+// looser than the per-pair limit, and the forgot cap's interval stays
+// below the reset link's lifetime (see Defaults).
+func TestDefaultsShape(t *testing.T) {
+	d := ratelimit.Defaults()
+	rate := func(n string) float64 { return float64(d[n].Count) / d[n].Period.Seconds() }
+	if rate(ratelimit.LoginEmail) <= rate(ratelimit.LoginEmailClient) || d[ratelimit.LoginEmail].Count <= d[ratelimit.LoginEmailClient].Count {
+		t.Errorf("login_email %v is not looser than login_email_client %v", d[ratelimit.LoginEmail].Limit, d[ratelimit.LoginEmailClient].Limit)
+	}
+	if f := d[ratelimit.PasswordForgotEmail]; f.Period/time.Duration(f.Count) >= 30*time.Minute {
+		t.Errorf("password_forgot_email %v: interval not below the 30 min reset-link lifetime", f.Limit)
+	}
+	for _, n := range []string{ratelimit.Login, ratelimit.LoginEmail, ratelimit.LoginEmailClient, ratelimit.PasswordChange, ratelimit.PasswordReset} {
+		if d[n].OnStoreError != ratelimit.FailClosed {
+			t.Errorf("%s fails %s, want closed (it guards a password or token)", n, d[n].OnStoreError)
+		}
+	}
+}
