@@ -26,6 +26,7 @@ type Issuer struct {
 	AccessTokenTTL     time.Duration
 	RefreshTokenTTL    time.Duration
 	RefreshReuseLeeway time.Duration
+	SessionMaxLifetime time.Duration
 	KEKFile            string
 	TrustedProxies     []string
 	NoMigrate          bool
@@ -124,6 +125,7 @@ func (c *Issuer) ServeFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.IssuerURL, "issuer-url", "http://localhost:8080", "the iss claim and the discovery issuer")
 	fs.StringVar(&c.Audience, "audience", "api", "the aud claim")
 	fs.DurationVar(&c.RefreshTokenTTL, "refresh-token-ttl", 336*time.Hour, "lifetime of refresh tokens (each rotation starts a new one)")
+	fs.DurationVar(&c.SessionMaxLifetime, "session-max-lifetime", 2160*time.Hour, "absolute lifetime of a session: it ends this long after its login however often it is refreshed (stored per session at login)")
 	fs.DurationVar(&c.RefreshReuseLeeway, "refresh-reuse-leeway", 0, "grace period in which the latest rotated refresh token presented again gets the same successor instead of revoking the user's sessions (0 = strict)")
 	fs.StringSliceVar(&c.TrustedProxies, "trusted-proxies", nil, "CIDRs of proxies whose X-Forwarded-For is believed (repeatable or comma-separated)")
 	fs.BoolVar(&c.NoMigrate, "no-migrate", false, "do not apply pending migrations at start")
@@ -196,6 +198,9 @@ func (c *Issuer) ValidateServe() error {
 	}
 	if c.RefreshTokenTTL < time.Hour || c.RefreshTokenTTL > 90*24*time.Hour {
 		add("--refresh-token-ttl must be between 1h and 2160h, got %s", c.RefreshTokenTTL)
+	}
+	if c.SessionMaxLifetime <= 0 {
+		add("--session-max-lifetime must be above 0, got %s", c.SessionMaxLifetime)
 	}
 	if c.RefreshReuseLeeway < 0 || c.RefreshReuseLeeway > 5*time.Minute {
 		add("--refresh-reuse-leeway must be between 0s and 5m, got %s", c.RefreshReuseLeeway)

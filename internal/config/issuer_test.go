@@ -63,6 +63,8 @@ func TestValidateEachField(t *testing.T) {
 		{"audience", func(c *Issuer) { c.Audience = "" }, "--audience", true},
 		{"refresh ttl short", func(c *Issuer) { c.RefreshTokenTTL = 59 * time.Minute }, "--refresh-token-ttl", true},
 		{"refresh ttl long", func(c *Issuer) { c.RefreshTokenTTL = 91 * 24 * time.Hour }, "--refresh-token-ttl", true},
+		{"session max lifetime zero", func(c *Issuer) { c.SessionMaxLifetime = 0 }, "--session-max-lifetime", true},
+		{"session max lifetime negative", func(c *Issuer) { c.SessionMaxLifetime = -time.Hour }, "--session-max-lifetime", true},
 		{"leeway negative", func(c *Issuer) { c.RefreshReuseLeeway = -time.Second }, "--refresh-reuse-leeway", true},
 		{"leeway long", func(c *Issuer) { c.RefreshReuseLeeway = 6 * time.Minute }, "--refresh-reuse-leeway", true},
 		{"jwks max age", func(c *Issuer) { c.JWKSMaxAge = 25 * time.Hour }, "--jwks-max-age", true},

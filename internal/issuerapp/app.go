@@ -109,7 +109,7 @@ func (a *App) authWith(hasher *password.Hasher, issuerURL, audience string, refr
 		Sealer:          a.Sealer,
 		MailQueued:      a.MailQueued,
 	}, auth.Config{
-		RefreshTokenTTL: refreshTTL, RefreshReuseLeeway: leeway,
+		RefreshTokenTTL: refreshTTL, RefreshReuseLeeway: leeway, SessionMaxLifetime: a.Cfg.SessionMaxLifetime,
 		ResetTokenTTL: a.Cfg.ResetTokenTTL, VerifyTokenTTL: a.Cfg.VerifyTokenTTL, RequireVerifiedEmail: a.Cfg.RequireVerifiedEmail,
 	})
 }
