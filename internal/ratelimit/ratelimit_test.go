@@ -5,6 +5,9 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"os"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -291,6 +294,40 @@ func TestDefaultsShape(t *testing.T) {
 	for _, n := range []string{ratelimit.Login, ratelimit.LoginEmail, ratelimit.LoginEmailClient, ratelimit.PasswordChange, ratelimit.PasswordReset} {
 		if d[n].OnStoreError != ratelimit.FailClosed {
 			t.Errorf("%s fails %s, want closed (it guards a password or token)", n, d[n].OnStoreError)
+		}
+	}
+}
+
+// TestREADMEDocumentsEveryLimit keeps the README's rate-limit table and
+// Defaults in step: every limit with its default and failure policy, and
+// nothing else.
+func TestREADMEDocumentsEveryLimit(t *testing.T) {
+	raw, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := regexp.MustCompile("(?m)^\\| `([a-z_]+)` \\|[^\\n]*\\| ([0-9]+/[0-9a-z]+) \\| (open|closed) \\|$")
+	documented := map[string]string{}
+	for _, m := range row.FindAllStringSubmatch(string(raw), -1) {
+		documented[m[1]] = m[2] + " " + m[3]
+	}
+	for name, spec := range ratelimit.Defaults() {
+		doc, ok := documented[name]
+		if !ok {
+			t.Errorf("README: no row for limit %s", name)
+			continue
+		}
+		rate, fail, _ := strings.Cut(doc, " ")
+		if _, l, err := ratelimit.ParseOverride(name + "=" + rate); err != nil || l != spec.Limit {
+			t.Errorf("README: %s default %s, want %v", name, rate, spec.Limit)
+		}
+		if fail != spec.OnStoreError.String() {
+			t.Errorf("README: %s fails %s, want %s", name, fail, spec.OnStoreError)
+		}
+	}
+	for name := range documented {
+		if _, ok := ratelimit.Defaults()[name]; !ok {
+			t.Errorf("README documents a limit %s that does not exist", name)
 		}
 	}
 }
