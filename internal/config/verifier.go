@@ -28,6 +28,7 @@ type Verifier struct {
 	Issuer          string
 	Audience        string
 	PublicPaths     []string
+	IssuerPaths     []string
 	ClockSkew       time.Duration
 	TrustedProxies  []string
 	ForwardHeaders  string
@@ -59,6 +60,7 @@ func (c *Verifier) ServeFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Mode, "mode", ModeProxy, "proxy (forward valid requests to --upstream) or forward-auth (answer 200 or 401 for nginx, Traefik, Envoy)")
 	fs.StringVar(&c.Upstream, "upstream", "", "URL of the app behind the proxy (proxy mode)")
 	fs.StringSliceVar(&c.PublicPaths, "public-path", nil, "path served without a token: exact, or a prefix ending in /* (repeatable)")
+	fs.StringSliceVar(&c.IssuerPaths, "issuer-path", nil, "proxy mode: path the issuer itself serves behind this verifier, exact or a prefix ending in /* (repeatable); only there does the upstream receive the issuer's refresh and CSRF cookies")
 	fs.StringSliceVar(&c.BrowserOrigins, "browser-origins", nil, "origins of browser apps whose access-token cookie is accepted; a cookie-authenticated unsafe request must come from one of them and carry the X-CSRF-Token header equal to the CSRF cookie (repeatable or comma-separated)")
 	fs.StringSliceVar(&c.TrustedProxies, "trusted-proxies", nil, "CIDRs whose forwarding headers are believed (X-Forwarded-For; in forward-auth mode also the original method and URI)")
 	fs.StringVar(&c.ForwardHeaders, "forward-auth-headers", "", "forward-auth mode: the proxy whose headers carry the original method and URI: nginx (X-Original-Method, X-Original-URI), traefik or caddy (X-Forwarded-Method, X-Forwarded-Uri), both only from --trusted-proxies; envoy (the request's own method and path)")
@@ -137,6 +139,14 @@ func (c *Verifier) ValidateServe() error {
 		if !strings.HasPrefix(p, "/") || (strings.Contains(p, "*") && !strings.HasSuffix(p, "/*")) || strings.Count(p, "*") > 1 {
 			add("--public-path %q must start with / and may only end in /*", p)
 		}
+	}
+	for _, p := range c.IssuerPaths {
+		if !strings.HasPrefix(p, "/") || (strings.Contains(p, "*") && !strings.HasSuffix(p, "/*")) || strings.Count(p, "*") > 1 {
+			add("--issuer-path %q must start with / and may only end in /*", p)
+		}
+	}
+	if c.Mode == ModeForwardAuth && len(c.IssuerPaths) > 0 {
+		add("--issuer-path is used only in proxy mode")
 	}
 	if c.CacheSize < 0 {
 		add("--cache-size must not be negative")

@@ -59,7 +59,7 @@ func TestBrowserDemo(t *testing.T) {
 	v := startVerifier(t, "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--upstream", is.base,
 		"--jwks-url", is.base+"/.well-known/jwks.json", "--browser-origins", origin,
 		"--public-path", "/demo/*", "--public-path", "/v1/login", "--public-path", "/v1/register",
-		"--public-path", "/v1/refresh", "--public-path", "/v1/logout")
+		"--public-path", "/v1/refresh", "--public-path", "/v1/logout", "--issuer-path", "/v1/*")
 	v.waitReady(t)
 	email := uniqueEmail()
 	register(t, is, email)

@@ -342,3 +342,38 @@ func TestVerifierNotReadyWithoutKeys(t *testing.T) {
 		t.Errorf("app reached %d times without a key set, want 0 (never fail open)", n)
 	}
 }
+
+// TestVerifierIssuerPath puts the issuer behind the verifier, as the
+// browser demo does: a refresh by cookie through the verifier works only
+// where --issuer-path lets the refresh and CSRF cookies through; elsewhere
+// the upstream never receives them.
+func TestVerifierIssuerPath(t *testing.T) {
+	is := startIssuer(t, testdb.SQLite(t), "--browser-origins", browserOrigin)
+	email := uniqueEmail()
+	register(t, is, email)
+	for _, tc := range []struct {
+		name      string
+		extra     []string
+		refreshed bool
+	}{
+		{"with --issuer-path", []string{"--issuer-path", "/v1/*"}, true},
+		{"without", nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := startVerifier(t, append([]string{"--upstream", is.base, "--jwks-url", is.base + "/.well-known/jwks.json",
+				"--browser-origins", browserOrigin, "--public-path", "/v1/login", "--public-path", "/v1/refresh"}, tc.extra...)...)
+			v.waitReady(t)
+			jar := cookieJar{}
+			r := browserDo(t, "POST", v.base+"/v1/login", map[string]string{"email": email, "password": strongPassword, "device_id": "browser-" + tc.name}, jar, browserOrigin, "")
+			wantStatus(t, "browser login through the verifier", r, http.StatusOK)
+			jar.take(t, "browser login", r)
+			csrf, _ := r.json(t)["csrf_token"].(string)
+			r = browserDo(t, "POST", v.base+"/v1/refresh", nil, jar, browserOrigin, csrf)
+			// Without the cookies the issuer sees a refresh with no token
+			// (a 4xx); with them, the browser's refresh.
+			if refreshed := r.status == http.StatusOK; refreshed != tc.refreshed {
+				t.Fatalf("refresh by cookie through the verifier = %d %s, want refreshed %v", r.status, r.body, tc.refreshed)
+			}
+		})
+	}
+}

@@ -16,6 +16,10 @@ type Config struct {
 	TrustedProxies *clientip.Resolver // whose forwarding headers are believed
 	Metrics        *Metrics           // may be nil
 	Logger         *slog.Logger
+	// IssuerPaths are the paths the issuer itself serves behind the
+	// proxy: only there are its refresh and CSRF cookies forwarded. nil:
+	// nowhere.
+	IssuerPaths *PublicPaths
 	// Cookies, when set, also accepts the access token from a browser's
 	// cookie, under the CSRF rule for unsafe methods.
 	Cookies *verify.CookieAuth

@@ -88,8 +88,11 @@ func (p *Proxy) rewrite(upstream *url.URL) func(*httputil.ProxyRequest) {
 		StripAuthHeaders(pr.Out.Header)
 		// The refresh and CSRF cookies are the issuer's business; an app
 		// (or its logs) holding them could renew the session or forge the
-		// double submit.
-		StripCookies(pr.Out.Header, p.hiddenCookies...)
+		// double submit. Only the issuer's own paths, when it sits behind
+		// the proxy, receive them.
+		if p.cfg.IssuerPaths == nil || !p.cfg.IssuerPaths.Match(pr.In.URL.EscapedPath()) {
+			StripCookies(pr.Out.Header, p.hiddenCookies...)
+		}
 		if id, ok := verify.FromContext(pr.In.Context()); ok {
 			SetIdentity(pr.Out.Header, id)
 		}

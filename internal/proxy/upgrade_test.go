@@ -208,6 +208,30 @@ func TestProxyHidesIssuerCookies(t *testing.T) {
 			}
 		})
 	}
+	t.Run("issuer path", func(t *testing.T) {
+		ks := verifytest.NewKeySet(t)
+		v, err := verify.New(ks.Source(), verify.Config{Issuer: ks.Issuer, Audience: ks.Audience})
+		if err != nil {
+			t.Fatal(err)
+		}
+		up := newUpstream(t)
+		u, _ := url.Parse(up.srv.URL)
+		srv := httptest.NewServer(proxy.NewProxy(v, u, nil, proxy.Config{
+			Public: proxy.NewPublicPaths([]string{"/v1/refresh"}), IssuerPaths: proxy.NewPublicPaths([]string{"/v1/*"}), Logger: slog.New(slog.DiscardHandler),
+		}))
+		t.Cleanup(srv.Close)
+		const all = "a=1; __Host-refresh_token=r; __Host-csrf_token=c"
+		for _, tc := range []struct{ path, want string }{
+			{"/v1/refresh", all},
+			{"/v1/../app/x", "a=1"},
+			{"/app/x", "a=1"},
+		} {
+			send(t, "GET", srv.URL+tc.path, http.Header{"Cookie": {all}, "Authorization": {"Bearer " + ks.Token(t, "u")}})
+			if got := up.last.Load().Get("Cookie"); got != tc.want {
+				t.Errorf("upstream Cookie for %s = %q, want %q", tc.path, got, tc.want)
+			}
+		}
+	})
 	t.Run("public path", func(t *testing.T) {
 		send(t, "GET", f.proxy.URL+"/public/a.css", http.Header{"Cookie": {"__Host-refresh_token=r; a=1"}})
 		if got := (*f.up.last.Load())["Cookie"]; fmt.Sprint(got) != "[a=1]" {

@@ -132,6 +132,9 @@ func Serve(ctx context.Context, cfg config.Verifier, log *slog.Logger) error {
 	pcfg := proxy.Config{
 		Public: proxy.NewPublicPaths(cfg.PublicPaths), TrustedProxies: trusted, Metrics: metrics, Logger: log,
 	}
+	if len(cfg.IssuerPaths) > 0 {
+		pcfg.IssuerPaths = proxy.NewPublicPaths(cfg.IssuerPaths)
+	}
 	if len(cfg.BrowserOrigins) > 0 {
 		pcfg.Cookies = &verify.CookieAuth{Origins: cfg.BrowserOrigins}
 	}
