@@ -1,0 +1,353 @@
+package e2e
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/palisade-auth/palisade/internal/testdb"
+	"github.com/palisade-auth/palisade/pkg/verify/verifytest"
+)
+
+// The README's nginx and Caddy forward-auth examples, run verbatim (only
+// the addresses change) with Debian's nginx and caddy in front of the real
+// verifier and an app that records what reached it.
+
+const (
+	fwdAppOrigin  = "https://app.example.com"
+	fwdEvilOrigin = "https://evil.example"
+)
+
+// proxyBinary finds a Debian package's binary: skipped loudly on a laptop
+// without it, fatal in CI, which installs it.
+func proxyBinary(t *testing.T, name string) string {
+	t.Helper()
+	if p, err := exec.LookPath(name); err == nil {
+		return p
+	}
+	for _, dir := range []string{"/usr/sbin", "/usr/bin"} {
+		if p := filepath.Join(dir, name); fileExists(p) {
+			return p
+		}
+	}
+	if testdb.CIRequired() {
+		t.Fatalf("CI=true but no %s on PATH: .ci/run installs Debian's %s package", name, name)
+	}
+	t.Skipf("SKIPPED: no %s on PATH; the README's %s example needs Debian's %s package (apt-get install %s)", name, name, name, name)
+	return ""
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// fencedBlock returns the first ```lang block after heading in the README.
+func fencedBlock(t *testing.T, heading, lang string) string {
+	t.Helper()
+	raw, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(raw)
+	i := strings.Index(readme, heading+"\n")
+	if i < 0 {
+		t.Fatalf("README has no %q section", heading)
+	}
+	rest := readme[i:]
+	start := strings.Index(rest, "```"+lang+"\n")
+	if start < 0 {
+		t.Fatalf("%s has no %s block", heading, lang)
+	}
+	rest = rest[start+len("```"+lang+"\n"):]
+	end := strings.Index(rest, "```")
+	if end < 0 {
+		t.Fatalf("unterminated %s block", lang)
+	}
+	return rest[:end]
+}
+
+// substitute replaces each old with its new in block, failing when one is
+// missing: the example changed shape and this test must follow.
+func substitute(t *testing.T, block string, pairs ...string) string {
+	t.Helper()
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if !strings.Contains(block, pairs[i]) {
+			t.Fatalf("the README example no longer contains %q; update this test:\n%s", pairs[i], block)
+		}
+		block = strings.ReplaceAll(block, pairs[i], pairs[i+1])
+	}
+	return block
+}
+
+// forwardAuthVerifier starts the real verifier in forward-auth mode with
+// contract, trusting loopback, /healthz public and browser cookies on.
+func forwardAuthVerifier(t *testing.T, contract string) (*verifierProc, *verifytest.KeySet) {
+	t.Helper()
+	ks := verifytest.NewKeySet(t)
+	ks.Issuer, ks.Audience = "http://issuer.test", "api"
+	jwks := filepath.Join(t.TempDir(), "jwks.json")
+	if err := os.WriteFile(jwks, ks.JWKS(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	v := startVerifier(t, "--mode", "forward-auth", "--forward-auth-headers", contract, "--trusted-proxies", "127.0.0.1/32",
+		"--jwks-file", jwks, "--public-path", "/healthz", "--browser-origins", fwdAppOrigin)
+	v.waitReady(t)
+	return v, ks
+}
+
+// runProxy starts a proxy process and waits until addr accepts
+// connections; its output is shown when the test fails.
+func runProxy(t *testing.T, addr string, cmd *exec.Cmd) {
+	t.Helper()
+	logs := newLogBuffer()
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = pw, pw
+	go logs.consume(pr)
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", cmd.Path, err)
+	}
+	pw.Close()
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(20 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("%s output:\n%s", filepath.Base(cmd.Path), logs.String())
+		}
+	})
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+			return
+		}
+		select {
+		case <-exited:
+			t.Fatalf("%s exited before listening on %s:\n%s", filepath.Base(cmd.Path), addr, logs.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not listening on %s within 60s:\n%s", filepath.Base(cmd.Path), addr, logs.String())
+		}
+	}
+}
+
+// startNginx runs the README's nginx server block inside a minimal main
+// configuration whose paths all live in a temp directory.
+func startNginx(t *testing.T, verifierAddr, appAddr string) string {
+	t.Helper()
+	bin := proxyBinary(t, "nginx")
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	port := freePort(t)
+	server := substitute(t, fencedBlock(t, "### Forward-auth mode", "nginx"),
+		"listen 80;", fmt.Sprintf("listen 127.0.0.1:%d;", port),
+		"127.0.0.1:8081", verifierAddr,
+		"127.0.0.1:3000", appAddr)
+	conf := fmt.Sprintf(`worker_processes 1;
+error_log %[1]s/error.log info;
+pid %[1]s/nginx.pid;
+events { worker_connections 64; }
+http {
+    access_log %[1]s/access.log;
+    client_body_temp_path %[1]s/client_body;
+    proxy_temp_path %[1]s/proxy;
+    fastcgi_temp_path %[1]s/fastcgi;
+    uwsgi_temp_path %[1]s/uwsgi;
+    scgi_temp_path %[1]s/scgi;
+%[2]s
+}
+`, dir, server)
+	path := filepath.Join(dir, "nginx.conf")
+	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	runProxy(t, addr, exec.Command(bin, "-p", dir, "-c", path, "-g", "daemon off;"))
+	t.Cleanup(func() {
+		if t.Failed() {
+			errLog, _ := os.ReadFile(filepath.Join(dir, "error.log"))
+			t.Logf("nginx error.log:\n%s", errLog)
+		}
+	})
+	return "http://" + addr
+}
+
+// startCaddy runs the README's Caddyfile site block, with a global block
+// that turns off what a test does not want: the admin endpoint and HTTPS.
+func startCaddy(t *testing.T, verifierAddr, appAddr string) string {
+	t.Helper()
+	bin := proxyBinary(t, "caddy")
+	dir := t.TempDir()
+	port := freePort(t)
+	site := substitute(t, fencedBlock(t, "### Forward-auth mode", "caddy"),
+		"http://:80", fmt.Sprintf("http://127.0.0.1:%d", port),
+		"127.0.0.1:8081", verifierAddr,
+		"127.0.0.1:3000", appAddr)
+	conf := "{\n\tadmin off\n\tauto_https off\n}\n\n" + site
+	path := filepath.Join(dir, "Caddyfile")
+	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "run", "--config", path, "--adapter", "caddyfile")
+	cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_CONFIG_HOME="+dir, "XDG_DATA_HOME="+dir)
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	runProxy(t, addr, cmd)
+	return "http://" + addr
+}
+
+// request sends one request with headers exactly as given.
+func request(t *testing.T, method, url string, h http.Header) response {
+	t.Helper()
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range h {
+		req.Header[k] = v
+	}
+	return send(t, req)
+}
+
+func TestProxiesReadmeNginx(t *testing.T) {
+	t.Parallel()
+	v, ks := forwardAuthVerifier(t, "nginx")
+	a := newApp(t)
+	base := startNginx(t, v.addr["proxy"], strings.TrimPrefix(a.srv.URL, "http://"))
+	testReadmeForwardAuth(t, v, ks, a, base, false)
+}
+
+func TestProxiesReadmeCaddy(t *testing.T) {
+	t.Parallel()
+	v, ks := forwardAuthVerifier(t, "caddy")
+	a := newApp(t)
+	base := startCaddy(t, v.addr["proxy"], strings.TrimPrefix(a.srv.URL, "http://"))
+	testReadmeForwardAuth(t, v, ks, a, base, true)
+}
+
+// testReadmeForwardAuth runs the attacks of the audit, and the positive
+// cases, through a proxy configured as the README says. problemBodies says
+// whether the proxy passes the verifier's refusals through (Caddy) or
+// answers them with its own page (nginx).
+func testReadmeForwardAuth(t *testing.T, v *verifierProc, ks *verifytest.KeySet, a *app, base string, problemBodies bool) {
+	tok := ks.Mint(t, verifytest.Claims{Subject: "user-42", Role: "member", SessionID: "s-42", TokenID: "j-42"})
+
+	t.Run("public path reaches the app", func(t *testing.T) {
+		before := a.hits.Load()
+		wantStatus(t, "GET /healthz", request(t, "GET", base+"/healthz", nil), http.StatusOK)
+		if a.hits.Load() != before+1 {
+			t.Fatalf("app hits = %d, want %d", a.hits.Load(), before+1)
+		}
+	})
+
+	t.Run("a client's original-URI header naming a public path", func(t *testing.T) {
+		for _, name := range []string{"X-Forwarded-Uri", "X-Original-URI", "x-forwarded-uri"} {
+			before := a.hits.Load()
+			r := request(t, "GET", base+"/private", http.Header{name: {"/healthz"}, "X-Forwarded-Method": {"GET"}})
+			if r.status != http.StatusUnauthorized {
+				t.Errorf("GET /private with %s: /healthz = %d, want 401; body %s", name, r.status, r.body)
+			}
+			if n := a.hits.Load() - before; n != 0 {
+				t.Errorf("app reached %d times with %s: /healthz and no token, want 0", n, name)
+			}
+		}
+	})
+
+	t.Run("no token", func(t *testing.T) {
+		before := a.hits.Load()
+		wantStatus(t, "GET /private", request(t, "GET", base+"/private", nil), http.StatusUnauthorized)
+		if n := a.hits.Load() - before; n != 0 {
+			t.Errorf("app reached %d times without a token, want 0", n)
+		}
+	})
+
+	t.Run("valid token reaches the app with its identity", func(t *testing.T) {
+		r := request(t, "GET", base+"/private", http.Header{"Authorization": {"Bearer " + tok}})
+		wantStatus(t, "GET /private with a token", r, http.StatusOK)
+		if got := a.last().Get("X-Auth-User-Id"); got != "user-42" {
+			t.Errorf("app saw X-Auth-User-Id %q, want user-42", got)
+		}
+	})
+
+	t.Run("spoofed identity headers beside a valid token", func(t *testing.T) {
+		h := http.Header{"Authorization": {"Bearer " + tok}}
+		for _, name := range []string{"X-Auth-User-Id", "X-Auth-Role", "X-Auth-Tenant-Id", "X-Auth-Organization-Id", "X-Auth-Session-Id", "X-Auth-Token-Id"} {
+			h[name] = []string{"evil"}
+		}
+		h["x-auth-tenant-id"] = []string{"evil-lower"}
+		h["X_Auth_Organization_Id"] = []string{"evil-underscore"}
+		h["X-Auth_Tenant-Id"] = []string{"evil-mixed"}
+		r := request(t, "GET", base+"/private", h)
+		wantStatus(t, "GET /private with spoofed headers", r, http.StatusOK)
+		got := authHeaders(a.last())
+		want := map[string]string{"X-Auth-User-Id": "user-42", "X-Auth-Role": "member", "X-Auth-Session-Id": "s-42", "X-Auth-Token-Id": "j-42"}
+		for name, vals := range got {
+			w, ok := want[name]
+			switch {
+			case !ok && (len(vals) == 0 || (len(vals) == 1 && vals[0] == "")):
+				// An empty header for a claim the token lacks is fine.
+			case !ok:
+				t.Errorf("app saw %s = %q, want it absent or empty (the token has no such claim)", name, vals)
+			case len(vals) != 1 || vals[0] != w:
+				t.Errorf("app saw %s = %q, want [%q]", name, vals, w)
+			}
+		}
+		for name, w := range want {
+			if _, ok := got[name]; !ok {
+				t.Errorf("app saw no %s, want %q", name, w)
+			}
+		}
+	})
+
+	cookie := "__Host-access_token=" + tok + "; __Host-csrf_token=c5rf"
+	t.Run("cross-site POST with the access cookie", func(t *testing.T) {
+		before := a.hits.Load()
+		r := request(t, "POST", base+"/private", http.Header{"Cookie": {cookie}, "Origin": {fwdEvilOrigin}})
+		wantStatus(t, "cross-site POST", r, http.StatusForbidden)
+		if problemBodies && !strings.Contains(string(r.body), `"code":"csrf_failed"`) {
+			t.Errorf("cross-site POST body = %s, want code csrf_failed", r.body)
+		}
+		if n := a.hits.Load() - before; n != 0 {
+			t.Errorf("app reached %d times by a cross-site POST, want 0", n)
+		}
+		if _, ok := v.logs.waitFor(time.Now().Add(10*time.Second), func(l string) bool {
+			return strings.Contains(l, "failed the CSRF check") && strings.Contains(l, `"method":"POST"`)
+		}); !ok {
+			t.Errorf("verifier did not log a failed CSRF check of a POST")
+		}
+	})
+
+	t.Run("cookie GET needs no CSRF proof", func(t *testing.T) {
+		r := request(t, "GET", base+"/private", http.Header{"Cookie": {cookie}, "Origin": {fwdEvilOrigin}})
+		wantStatus(t, "cookie GET (the proxy tells the method)", r, http.StatusOK)
+	})
+
+	t.Run("same-site POST with the CSRF proof", func(t *testing.T) {
+		r := request(t, "POST", base+"/private", http.Header{"Cookie": {cookie}, "Origin": {fwdAppOrigin}, "X-Csrf-Token": {"c5rf"}})
+		wantStatus(t, "POST with the CSRF proof", r, http.StatusOK)
+		if got := a.last().Get("X-Auth-User-Id"); got != "user-42" {
+			t.Errorf("app saw X-Auth-User-Id %q, want user-42", got)
+		}
+	})
+}
