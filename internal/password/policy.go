@@ -79,13 +79,12 @@ func (p Policy) Check(pw, email string) []apperr.FieldError {
 		add(codeEqualsEmail, "The password must not be the email address.")
 	}
 	if len(errs) == 0 && p.MinGuesses > 0 && estimateGuesses(pw, email) < p.MinGuesses {
+		judged := "The password is"
 		if n > estimateRunes {
-			add(codeTooWeak, fmt.Sprintf("The first %d characters of the password are too easy to guess; "+
-				"avoid your email address, repeated characters, sequences and keyboard patterns, or use several unrelated words.", estimateRunes))
-		} else {
-			add(codeTooWeak, "The password is too easy to guess; "+
-				"avoid your email address, repeated characters, sequences and keyboard patterns, or use several unrelated words.")
+			judged = fmt.Sprintf("The first %d characters of the password are", estimateRunes)
 		}
+		add(codeTooWeak, judged+" too easy to guess; avoid your email address, repeated characters, "+
+			"sequences and keyboard patterns, or use several unrelated words.")
 	}
 	return errs
 }
