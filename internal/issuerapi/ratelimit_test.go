@@ -1,10 +1,18 @@
 package issuerapi
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/palisade-auth/palisade/internal/clientip"
 	"github.com/palisade-auth/palisade/internal/ratelimit"
 )
 
@@ -91,6 +99,141 @@ func TestOpenAPIDocumentsRateLimits(t *testing.T) {
 		method, path, _ := strings.Cut(rt.pattern, " ")
 		if _, ok := doc.Paths[path][strings.ToLower(method)].Responses["429"]; !ok {
 			t.Errorf("%s: %s answers 429 when rate limited but does not document it", openAPIPath, rt.pattern)
+		}
+	}
+}
+
+// peekFails is a counter store whose reads fail while its takes work.
+type peekFails struct{ *ratelimit.Memory }
+
+func (peekFails) PeekRateLimit(context.Context, string) (int64, error) {
+	return 0, errors.New("connection refused")
+}
+
+// limitedAPI returns an API whose limiter keeps its counters in st, at a
+// fixed time, trusting 192.0.2.1 (httptest's peer) as a proxy.
+func limitedAPI(t *testing.T, st ratelimit.Store, overrides ...string) *API {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	now := time.Unix(1_900_000_000, 0)
+	l, err := ratelimit.New(st, overrides, func() time.Time { return now }, log, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ips, err := clientip.New([]string{"192.0.2.1/32"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return New(Deps{Limiter: l, ClientIP: ips, Logger: log}, Config{})
+}
+
+// routeLimits returns the limits the route table puts in front of pattern.
+func routeLimits(t *testing.T, pattern string) []rateRule {
+	t.Helper()
+	for _, rt := range (&API{}).routes() {
+		if rt.pattern == pattern {
+			return rt.limits
+		}
+	}
+	t.Fatalf("no route %s", pattern)
+	return nil
+}
+
+// post sends body to h as if from client, and returns the answer and
+// whether h ran (and if so whether it saw the request as throttled).
+func post(h func(http.Handler) http.Handler, client, body string) (w *httptest.ResponseRecorder, ran, wasThrottled bool) {
+	r := httptest.NewRequest("POST", "/", strings.NewReader(body))
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("X-Forwarded-For", client)
+	w = httptest.NewRecorder()
+	h(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ran, wasThrottled = true, throttled(r)
+		w.WriteHeader(http.StatusOK)
+	})).ServeHTTP(w, r)
+	return w, ran, wasThrottled
+}
+
+func TestLoginCeilingPassesKnownClients(t *testing.T) {
+	a := limitedAPI(t, ratelimit.NewMemory(), "login=1000/1m", "login_email_client=2/1h", "login_email=3/1h")
+	rules := routeLimits(t, "POST /v1/login")
+	h := func(next http.Handler) http.Handler { return a.limit(rules, next) }
+	const body = `{"email":"Owner@Example.com","password":"x"}`
+	// The owner's address logged in once.
+	home := httptest.NewRequest("POST", "/", nil)
+	home.Header.Set("X-Forwarded-For", "203.0.113.1")
+	a.loggedIn(home, "owner@example.com")
+
+	for i, c := range []string{"198.51.100.1", "198.51.100.1", "198.51.100.2"} {
+		if w, ran, _ := post(h, c, body); !ran {
+			t.Fatalf("guess %d from %s = %d, want it through", i+1, c, w.Code)
+		}
+	}
+	if w, ran, _ := post(h, "198.51.100.1", body); ran || w.Code != http.StatusTooManyRequests || w.Header().Get("X-RateLimit-Limit") != "2" {
+		t.Errorf("third guess from one address = %d (limit %q), want 429 from the pair limit of 2", w.Code, w.Header().Get("X-RateLimit-Limit"))
+	}
+	if w, ran, _ := post(h, "198.51.100.3", body); ran || w.Code != http.StatusTooManyRequests || w.Header().Get("X-RateLimit-Limit") != "3" {
+		t.Errorf("guess from a new address, ceiling spent = %d (limit %q), want 429 from the ceiling of 3", w.Code, w.Header().Get("X-RateLimit-Limit"))
+	}
+	w, ran, _ := post(h, "203.0.113.1", body)
+	if !ran {
+		t.Fatalf("the owner's remembered address, ceiling spent = %d, want it through", w.Code)
+	}
+	// The ceiling it passed is not what its headers show: its pair is.
+	if got := w.Header().Get("X-RateLimit-Limit"); got != "2" {
+		t.Errorf("X-RateLimit-Limit for the remembered address = %q, want 2 (its pair)", got)
+	}
+	// Other emails are untouched by all this.
+	if w, ran, _ := post(h, "198.51.100.3", `{"email":"other@example.com"}`); !ran {
+		t.Errorf("another email from a new address = %d, want it through", w.Code)
+	}
+	// A completed reset from a new address clears the ceiling and lets
+	// that address in.
+	phone := httptest.NewRequest("POST", "/", nil)
+	phone.Header.Set("X-Forwarded-For", "203.0.113.2")
+	a.passwordReset(phone, "OWNER@example.com")
+	for i := 0; i < 2; i++ {
+		if w, ran, _ := post(h, "203.0.113.2", body); !ran {
+			t.Errorf("login %d from the resetting address = %d, want it through", i+1, w.Code)
+		}
+	}
+	if w, ran, _ := post(h, "198.51.100.4", body); !ran {
+		t.Errorf("a new address after the reset = %d, want it through (the ceiling started over)", w.Code)
+	}
+}
+
+// When the ceiling is spent and the remembered addresses cannot be read,
+// login fails closed: 503, not a guess let through.
+func TestLoginCeilingFailsClosed(t *testing.T) {
+	a := limitedAPI(t, peekFails{ratelimit.NewMemory()}, "login_email=1/1h")
+	h := func(next http.Handler) http.Handler { return a.limit(routeLimits(t, "POST /v1/login"), next) }
+	const body = `{"email":"owner@example.com","password":"x"}`
+	post(h, "198.51.100.1", body)
+	w, ran, _ := post(h, "198.51.100.2", body)
+	if ran || w.Code != http.StatusServiceUnavailable || !strings.Contains(w.Body.String(), "rate_limit_unavailable") {
+		t.Errorf("ceiling spent, marks unreadable = %d %s, want 503 rate_limit_unavailable", w.Code, w.Body)
+	}
+}
+
+func TestForgotCapIsQuiet(t *testing.T) {
+	a := limitedAPI(t, ratelimit.NewMemory(), "password_forgot=1000/1m", "password_forgot_email=1/1h")
+	h := func(next http.Handler) http.Handler { return a.limit(routeLimits(t, "POST /v1/password/forgot"), next) }
+	for _, tc := range []struct {
+		name, body    string
+		wantThrottled bool
+	}{
+		{"first", `{"email":"a@example.com"}`, false},
+		{"second, spelled otherwise", `{"email":" A@EXAMPLE.COM "}`, true},
+		{"another email", `{"email":"b@example.com"}`, false},
+		{"no email", `{}`, false},
+		{"not JSON", `{`, false},
+	} {
+		w, ran, got := post(h, "198.51.100.1", tc.body)
+		if !ran || got != tc.wantThrottled {
+			t.Errorf("%s: ran %v, throttled %v (status %d), want ran, throttled %v", tc.name, ran, got, w.Code, tc.wantThrottled)
+		}
+		// The headers are the per-address limit's, whatever the cap says.
+		if got := w.Header().Get("X-RateLimit-Limit"); got != "1000" {
+			t.Errorf("%s: X-RateLimit-Limit = %q, want 1000 (the per-address limit)", tc.name, got)
 		}
 	}
 }

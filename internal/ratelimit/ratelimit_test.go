@@ -31,6 +31,10 @@ func TestParseOverride(t *testing.T) {
 		{"login=10/1m", ratelimit.Login, ratelimit.Limit{10, time.Minute}, false},
 		{" login_email = 3 / 15m ", ratelimit.LoginEmail, ratelimit.Limit{3, 15 * time.Minute}, false},
 		{"register=1/168h", ratelimit.Register, ratelimit.Limit{1, 168 * time.Hour}, false},
+		{"login_email_client=5/15m", ratelimit.LoginEmailClient, ratelimit.Limit{5, 15 * time.Minute}, false},
+		{"password_change=3/1h", ratelimit.PasswordChange, ratelimit.Limit{3, time.Hour}, false},
+		{"password_forgot_email=2/1h", ratelimit.PasswordForgotEmail, ratelimit.Limit{2, time.Hour}, false},
+		{"login_known_client=1/1h", "", ratelimit.Limit{}, true}, // a mark, not a limit
 		{"login", "", ratelimit.Limit{}, true},
 		{"login=10", "", ratelimit.Limit{}, true},
 		{"nope=10/1m", "", ratelimit.Limit{}, true},
