@@ -77,9 +77,11 @@ type Config struct {
 // the sender counts the delivery as failed and retries, and the retry is
 // processed. The app should therefore answer 2xx only for an event it has
 // accepted (stored or processed), since that answer is what the id's
-// "done" stands for. A Store error while marking done is not reported: the
-// sender already has its 2xx, and at worst a redelivery is processed again
-// (delivery is at least once in any case).
+// "done" stands for. A Store error while ending a claim is not reported:
+// when Complete fails the sender already has its 2xx, and at worst a
+// redelivery is processed again (delivery is at least once in any case);
+// when Release fails the id stays in progress until the claim lapses, and
+// retries get 503 until then.
 type Handler struct {
 	app     http.Handler
 	format  Format
