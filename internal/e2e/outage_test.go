@@ -1,0 +1,353 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/palisade-auth/palisade/internal/testdb"
+)
+
+// cutter is a TCP forwarder the test puts between the issuer and
+// PostgreSQL: cut closes its listener and every forwarded connection, so
+// the database is gone as far as the issuer can tell (new connections are
+// refused); restore listens on the same address again.
+type cutter struct {
+	target string
+	addr   string
+
+	mu    sync.Mutex
+	ln    net.Listener // nil while cut
+	conns map[net.Conn]bool
+}
+
+func newCutter(t *testing.T, target string) *cutter {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &cutter{target: target, addr: ln.Addr().String(), ln: ln, conns: map[net.Conn]bool{}}
+	go c.serve(ln)
+	t.Cleanup(c.cut)
+	return c
+}
+
+func (c *cutter) serve(ln net.Listener) {
+	for {
+		client, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		server, err := net.Dial("tcp", c.target)
+		if err != nil {
+			client.Close()
+			continue
+		}
+		c.mu.Lock()
+		if c.ln != ln { // cut while this one was being accepted
+			c.mu.Unlock()
+			client.Close()
+			server.Close()
+			continue
+		}
+		c.conns[client], c.conns[server] = true, true
+		c.mu.Unlock()
+		pipe := func(dst, src net.Conn) {
+			io.Copy(dst, src)
+			dst.Close()
+			src.Close()
+			c.mu.Lock()
+			delete(c.conns, dst)
+			delete(c.conns, src)
+			c.mu.Unlock()
+		}
+		go pipe(client, server)
+		go pipe(server, client)
+	}
+}
+
+// cut drops the listener and every connection.
+func (c *cutter) cut() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ln != nil {
+		c.ln.Close()
+		c.ln = nil
+	}
+	for conn := range c.conns {
+		conn.Close()
+		delete(c.conns, conn)
+	}
+}
+
+// restore listens on the same address again.
+func (c *cutter) restore(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ln, err := net.Listen("tcp", c.addr)
+		if err == nil {
+			c.mu.Lock()
+			c.ln = ln
+			c.mu.Unlock()
+			go c.serve(ln)
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("listen again on %s: %v", c.addr, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// outcome is one answer the load got.
+type outcome struct {
+	op             string // "refresh" or "login"
+	worker         int
+	started, ended time.Time
+	status         int
+	code           string
+	contentType    string
+	retryAfter     string
+	err            error
+}
+
+func (o outcome) String() string {
+	return fmt.Sprintf("%s by worker %d: %d %q (Content-Type %q, Retry-After %q, err %v)", o.op, o.worker, o.status, o.code, o.contentType, o.retryAfter, o.err)
+}
+
+// post sends a JSON body without failing the test, for the load's
+// goroutines; it returns the outcome and the decoded body.
+func post(url string, body any) (outcome, map[string]any) {
+	raw, _ := json.Marshal(body)
+	o := outcome{started: time.Now()}
+	res, err := client.Post(url, "application/json", bytes.NewReader(raw))
+	if err != nil {
+		o.err, o.ended = err, time.Now()
+		return o, nil
+	}
+	defer res.Body.Close()
+	var m map[string]any
+	o.err = json.NewDecoder(res.Body).Decode(&m)
+	o.ended = time.Now()
+	o.status, o.contentType, o.retryAfter = res.StatusCode, res.Header.Get("Content-Type"), res.Header.Get("Retry-After")
+	o.code, _ = m["code"].(string)
+	return o, m
+}
+
+// TestDatabaseOutageIsUnavailable runs logins and refreshes against an
+// issuer whose PostgreSQL connection the test cuts for a few seconds:
+// every answer is a success or 503 unavailable with Retry-After, never a
+// 500; every answer during the cut is 503; afterwards refresh works again,
+// and nothing committed before or during the load is lost.
+func TestDatabaseOutageIsUnavailable(t *testing.T) {
+	direct := testdb.Postgres(t)
+	u, err := url.Parse(direct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	px := newCutter(t, u.Host)
+	u.Host = px.addr
+	// The reuse leeway is what a client retrying after a 503 relies on: a
+	// rotation may have committed although its answer was lost in the cut.
+	is := startIssuer(t, u.String(), "--rate-limit-store", "memory", "--refresh-reuse-leeway", "5m")
+
+	const workers = 4
+	emails := make([]string, workers)
+	tokens := make([]string, workers) // each worker's latest refresh token
+	for i := range emails {
+		emails[i] = uniqueEmail()
+		register(t, is, emails[i])
+		tokens[i] = login(t, is, emails[i], strongPassword, "device").Refresh
+	}
+
+	// A user for the other routes, and an admin, probed during the cut.
+	probeEmail, adminEmail := uniqueEmail(), uniqueEmail()
+	register(t, is, probeEmail)
+	probe := login(t, is, probeEmail, strongPassword, "probe")
+	if out, err := is.cli(t, strongPassword+"\n", "users", "create", "--email", adminEmail, "--role", "admin", "--password-stdin"); err != nil {
+		t.Fatalf("users create --role admin: %v\n%s", err, out)
+	}
+	admin := login(t, is, adminEmail, strongPassword, "admin")
+
+	var (
+		mu       sync.Mutex
+		outcomes []outcome
+	)
+	record := func(o outcome) {
+		mu.Lock()
+		outcomes = append(outcomes, o)
+		mu.Unlock()
+	}
+	// count returns how many outcomes of op started after since and match.
+	count := func(op string, since time.Time, match func(outcome) bool) int {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, o := range outcomes {
+			if o.op == op && o.started.After(since) && match(o) {
+				n++
+			}
+		}
+		return n
+	}
+	ok := func(o outcome) bool { return o.status == http.StatusOK }
+	// waitUntil polls cond until it holds, failing the test after 60 s.
+	waitUntil := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("waiting for %s: gave up after 60s", what)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	workerOK := func(since time.Time) func() bool {
+		return func() bool {
+			for w := 0; w < workers; w++ {
+				if count("refresh", since, func(o outcome) bool { return o.worker == w && ok(o) }) == 0 {
+					return false
+				}
+			}
+			return count("login", since, ok) > 0
+		}
+	}
+
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				mu.Lock()
+				rt := tokens[w]
+				mu.Unlock()
+				o, m := post(is.base+"/v1/refresh", map[string]string{"refresh_token": rt})
+				o.op, o.worker = "refresh", w
+				if next, _ := m["refresh_token"].(string); o.status == http.StatusOK && next != "" {
+					mu.Lock()
+					tokens[w] = next
+					mu.Unlock()
+				}
+				// Otherwise keep the token and retry it, as a client would.
+				record(o)
+				time.Sleep(20 * time.Millisecond) // a bounded load, not a flood
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for ctx.Err() == nil {
+			o, _ := post(is.base+"/v1/login", map[string]string{"email": emails[0], "password": strongPassword, "device_id": "login-loop"})
+			o.op = "login"
+			record(o)
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	defer func() {
+		stop()
+		wg.Wait()
+	}()
+
+	start := time.Now()
+	waitUntil("refreshes and logins to succeed before the cut", workerOK(start))
+
+	px.cut()
+	cutAt := time.Now()
+	// The cut lasts until the load has met it on both routes, and at least
+	// a few seconds, as a database restart would.
+	each := func(outcome) bool { return true }
+	waitUntil("refreshes and logins to meet the cut", func() bool {
+		return time.Since(cutAt) > 3*time.Second && count("refresh", cutAt, each) >= 2*workers && count("login", cutAt, each) >= 2
+	})
+	// Every other route that needs the database says the same.
+	for _, p := range []struct {
+		name, method, path string
+		body               any
+		headers            []string
+	}{
+		{"register", "POST", "/v1/register", map[string]string{"email": uniqueEmail(), "password": strongPassword}, nil},
+		{"me", "GET", "/v1/me", nil, bearer(probe.Access)},
+		{"sessions", "GET", "/v1/sessions", nil, bearer(probe.Access)},
+		{"revoke session", "DELETE", "/v1/sessions/" + probe.SessionID, nil, bearer(probe.Access)},
+		{"logout", "POST", "/v1/logout", map[string]string{"refresh_token": probe.Refresh}, nil},
+		{"logout everywhere", "POST", "/v1/logout/all", nil, bearer(probe.Access)},
+		{"admin users", "GET", "/v1/admin/users", nil, bearer(admin.Access)},
+	} {
+		r := do(t, p.method, is.base+p.path, p.body, p.headers...)
+		wantProblem(t, p.name+" during the cut", r, http.StatusServiceUnavailable, "unavailable")
+		if r.header.Get("Retry-After") == "" {
+			t.Errorf("%s during the cut: no Retry-After", p.name)
+		}
+	}
+	restoreAt := time.Now()
+	px.restore(t)
+
+	waitUntil("every worker's refresh and a login to succeed after the cut", workerOK(restoreAt))
+	stop()
+	wg.Wait()
+
+	mu.Lock()
+	all := append([]outcome(nil), outcomes...)
+	mu.Unlock()
+	var during, after503 int
+	bad := map[string][]outcome{} // what is wrong -> the outcomes, to report a few of each
+	for _, o := range all {
+		switch {
+		case o.err != nil:
+			bad["the request failed"] = append(bad["the request failed"], o)
+		case o.status == http.StatusServiceUnavailable:
+			if o.code != "unavailable" || o.retryAfter == "" || o.contentType != "application/problem+json" {
+				bad["want 503 problem+json with code unavailable and Retry-After"] = append(bad["want 503 problem+json with code unavailable and Retry-After"], o)
+			}
+			if o.started.After(restoreAt) {
+				after503++
+			}
+		case o.status != http.StatusOK:
+			bad["want 200 or 503 unavailable"] = append(bad["want 200 or 503 unavailable"], o)
+		}
+		if o.started.After(cutAt) && o.ended.Before(restoreAt) {
+			during++
+			if o.status != http.StatusServiceUnavailable {
+				bad["during the cut, want 503 unavailable"] = append(bad["during the cut, want 503 unavailable"], o)
+			}
+		}
+	}
+	for what, list := range bad {
+		t.Errorf("%d of %d answers: %s; the first: %v", len(list), len(all), what, list[0])
+	}
+	if during == 0 {
+		t.Fatal("no request ran entirely during the cut; the test proved nothing")
+	}
+	t.Logf("%d answers, %d during the cut, %d answered 503 after the restore", len(all), during, after503)
+
+	// Nothing committed is lost: every account is there and takes its
+	// password, and every worker's latest refresh token, from its last
+	// success, rotates.
+	if r := do(t, "GET", is.base+"/v1/me", nil, bearer(probe.Access)...); r.status != http.StatusOK {
+		t.Errorf("me after the outage = %d %s, want 200", r.status, r.body)
+	}
+	st := openStore(t, direct)
+	for i, email := range emails {
+		if _, err := st.UserByEmail(context.Background(), email); err != nil {
+			t.Errorf("UserByEmail(%s) after the outage: %v", email, err)
+		}
+		login(t, is, email, strongPassword, "after")
+		r := refresh(t, is, tokens[i])
+		if r.status != http.StatusOK {
+			t.Errorf("worker %d: refresh with the token of its last success = %d %s, want 200", i, r.status, r.body)
+		}
+	}
+}
