@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"bufio"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -341,6 +343,47 @@ func testReadmeForwardAuth(t *testing.T, v *verifierProc, ks *verifytest.KeySet,
 	t.Run("cookie GET needs no CSRF proof", func(t *testing.T) {
 		r := request(t, "GET", base+"/private", http.Header{"Cookie": {cookie}, "Origin": {fwdEvilOrigin}})
 		wantStatus(t, "cookie GET (the proxy tells the method)", r, http.StatusOK)
+	})
+
+	t.Run("h2c upgrade on a public path, then a private request on the connection", func(t *testing.T) {
+		a.mu.Lock()
+		seenBefore := len(a.seen)
+		a.mu.Unlock()
+		host := strings.TrimPrefix(base, "http://")
+		conn, err := net.Dial("tcp", host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		conn.SetDeadline(time.Now().Add(30 * time.Second))
+		br := bufio.NewReader(conn)
+		fmt.Fprintf(conn, "GET /healthz HTTP/1.1\r\nHost: %s\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n\r\n", host)
+		first, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("read the answer to the upgrade: %v", err)
+		}
+		io.Copy(io.Discard, first.Body)
+		first.Body.Close()
+		if first.StatusCode == http.StatusSwitchingProtocols {
+			t.Fatalf("h2c upgrade = 101, want it refused or ignored")
+		}
+		fmt.Fprintf(conn, "GET /private HTTP/1.1\r\nHost: %s\r\n\r\n", host)
+		if second, err := http.ReadResponse(br, nil); err == nil {
+			second.Body.Close()
+			if second.StatusCode != http.StatusUnauthorized {
+				t.Errorf("private request after the upgrade = %d, want 401", second.StatusCode)
+			}
+		} // else the proxy closed the connection: nothing went through.
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if n := len(a.seen) - seenBefore; n > 1 {
+			t.Errorf("app reached %d times, want at most once (the public path, as plain HTTP/1.1)", n)
+		}
+		for _, h := range a.seen[seenBefore:] {
+			if h.Get("Upgrade") != "" || h.Get("Http2-Settings") != "" {
+				t.Errorf("app saw the upgrade: Upgrade %q, HTTP2-Settings %q", h.Get("Upgrade"), h.Get("Http2-Settings"))
+			}
+		}
 	})
 
 	t.Run("same-site POST with the CSRF proof", func(t *testing.T) {
