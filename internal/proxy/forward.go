@@ -61,12 +61,15 @@ func (f ForwardHeaders) headerNames() (uri, method string) {
 	return "", ""
 }
 
-// ReasonForwardedConflict is the metrics reason of a forward-auth request
-// whose original-URI or method headers disagree or repeat, or that asks
-// for a protocol upgrade the verifier refuses.
+// Metrics reasons of the refusals only forward-auth makes.
 const (
+	// ReasonForwardedConflict is a request whose forms of the original
+	// URI or method disagree or repeat.
 	ReasonForwardedConflict verify.Reason = "forwarded_conflict"
-	ReasonUpgrade           verify.Reason = "upgrade"
+	// ReasonUpgrade is a request for a protocol upgrade other than
+	// WebSocket (h2c above all): forward-auth cannot drop it from what
+	// the proxy forwards, so it refuses the request.
+	ReasonUpgrade verify.Reason = "upgrade"
 )
 
 // ForwardAuth answers a forwarding proxy's sub-request: 200 with every
