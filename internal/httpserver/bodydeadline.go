@@ -1,6 +1,7 @@
 package httpserver
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -35,10 +36,31 @@ func bodyDeadlines(total, idle time.Duration, next http.Handler) http.Handler {
 			return
 		}
 		b := &deadlineBody{ReadCloser: r.Body, ctl: http.NewResponseController(w), start: time.Now(), total: total, idle: idle}
+		r = r.WithContext(context.WithValue(r.Context(), bodyKey{}, b))
 		r.Body = b
 		next.ServeHTTP(w, r)
 		b.finish()
 	})
+}
+
+type bodyKey struct{}
+
+// BodyTimedOut reports whether the body of the request whose context is
+// ctx was cut off by a body timeout. A handler that does not read the body
+// itself needs it: a reverse proxy's transport, for one, reports the cut
+// mostly as context.Canceled (net/http cancels the request's context when
+// a read from the client fails), not as ErrBodyTimeout, so only this tells
+// a slow client (408) from a failing upstream (502). It is set when the
+// timed-out read returns; net/http's transport returns its error only after
+// the goroutine that reads the body has.
+func BodyTimedOut(ctx context.Context) bool {
+	b, ok := ctx.Value(bodyKey{}).(*deadlineBody)
+	if !ok {
+		return false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.timedOut
 }
 
 // deadlineBody is a request body whose every read runs under a deadline.
@@ -50,6 +72,7 @@ type deadlineBody struct {
 
 	mu       sync.Mutex
 	eof      bool // the body was read to its end; the deadline is cleared
+	timedOut bool // a read hit the deadline
 	finished bool // the handler returned; the connection may serve the next request
 }
 
@@ -79,15 +102,15 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 	b.mu.Unlock()
 
 	n, err := b.ReadCloser.Read(p)
+
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	switch {
-	case err == io.EOF:
-		b.mu.Lock()
-		if !b.finished && !b.eof {
-			b.eof = true
-			_ = b.ctl.SetReadDeadline(time.Time{})
-		}
-		b.mu.Unlock()
+	case err == io.EOF && !b.finished:
+		b.eof = true
+		_ = b.ctl.SetReadDeadline(time.Time{})
 	case errors.Is(err, os.ErrDeadlineExceeded):
+		b.timedOut = true
 		err = fmt.Errorf("%w: %w", ErrBodyTimeout, err)
 	}
 	return n, err

@@ -9,6 +9,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -163,5 +166,62 @@ func TestBodyDeadlineEndsWithTheBody(t *testing.T) {
 	res.Body.Close()
 	if err := <-ctxErr; err != nil {
 		t.Errorf("request context after the body was read and the body timeout passed: %v, want nil", err)
+	}
+}
+
+// TestBodyTimedOutBehindAReverseProxy checks that a proxy's error handler
+// can tell a stalled client from a failing upstream, although the
+// transport mostly reports the former as context.Canceled.
+func TestBodyTimedOutBehindAReverseProxy(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.Copy(io.Discard, r.Body) }))
+	defer up.Close()
+	dead := httptest.NewServer(http.NotFoundHandler())
+	dead.Close()
+	type verdict struct {
+		err      error
+		timedOut bool
+	}
+	proxyTo := func(target string) (string, chan verdict) {
+		u, err := url.Parse(target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		verdicts := make(chan verdict, 1)
+		rp := &httputil.ReverseProxy{
+			Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(u) },
+			ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+				verdicts <- verdict{err, BodyTimedOut(r.Context())}
+				w.WriteHeader(http.StatusBadGateway)
+			},
+		}
+		return serveTest(t, Options{BodyIdleTimeout: 200 * time.Millisecond}, rp), verdicts
+	}
+
+	addr, verdicts := proxyTo(up.URL)
+	for i := 0; i < 5; i++ { // the transport's error varies from run to run
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(conn, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nx")
+		select {
+		case v := <-verdicts:
+			if !v.timedOut {
+				t.Errorf("stalled body: BodyTimedOut = false, want true (proxy error %v)", v.err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("stalled body: the proxy did not fail within 30s")
+		}
+		conn.Close()
+	}
+
+	addr, verdicts = proxyTo(dead.URL)
+	res, err := http.Post("http://"+addr+"/", "text/plain", strings.NewReader("whole body"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if v := <-verdicts; v.timedOut {
+		t.Errorf("upstream down: BodyTimedOut = true, want false (proxy error %v)", v.err)
 	}
 }
