@@ -139,10 +139,11 @@ func (s *Service) forgot(ctx context.Context, norm string, m Meta) error {
 }
 
 // ResetPassword sets a new password with a reset token: one use, before it
-// expires. It revokes every session of the user and marks the email
-// verified (the user proved control of it). It returns the account's
-// email, so that the caller can clear what it keeps per email (the login
-// rate limits).
+// expires. It revokes every session of the user, marks the email
+// verified (the user proved control of it) and, in the same transaction,
+// queues a mail telling the owner of the reset (when, from which client).
+// It returns the account's email, so that the caller can clear what it
+// keeps per email (the login rate limits).
 func (s *Service) ResetPassword(ctx context.Context, tok, newPassword string, m Meta) (string, error) {
 	if !token.WellFormed(tok) {
 		return "", errInvalidResetToken()
@@ -185,6 +186,10 @@ func (s *Service) ResetPassword(ctx context.Context, tok, newPassword string, m 
 		if err := q.SetEmailVerified(ctx, u.ID, now); err != nil {
 			return err
 		}
+		// The owner hears of it, in case it was not them.
+		if err := s.queueNotice(ctx, q, u, store.MailPasswordReset, now, m); err != nil {
+			return err
+		}
 		return q.AppendAudit(ctx, s.event(EventPasswordReset, now, m, u.ID, "", map[string]any{"revoked_sessions": len(revoked)}))
 	})
 	if errors.Is(err, store.ErrNotFound) {
@@ -193,6 +198,7 @@ func (s *Service) ResetPassword(ctx context.Context, tok, newPassword string, m 
 	if err != nil {
 		return "", apperr.Internal(err)
 	}
+	s.mailQueued()
 	return u.Email, nil
 }
 

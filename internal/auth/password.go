@@ -22,7 +22,8 @@ type ChangePasswordInput struct {
 // after checking the
 // current one, and revokes every refresh token of the user: whoever held a
 // session under the old password must log in again. Access tokens already
-// issued stay valid until they expire.
+// issued stay valid until they expire. A mail telling the owner of the
+// change (when, from which client) is queued in the same transaction.
 func (s *Service) ChangePassword(ctx context.Context, userID, sessionID string, in ChangePasswordInput, m Meta) error {
 	var fields []apperr.FieldError
 	for f, v := range []string{in.Current, in.New} {
@@ -84,11 +85,15 @@ func (s *Service) ChangePassword(ctx context.Context, userID, sessionID string, 
 		if err := q.SetPasswordHash(ctx, u.ID, hash, now); err != nil {
 			return err
 		}
+		if err := s.queueNotice(ctx, q, cur, store.MailPasswordChanged, now, m); err != nil {
+			return err
+		}
 		return q.AppendAudit(ctx, s.event(EventPasswordChanged, now, m, u.ID, sessionID, map[string]any{"revoked_sessions": len(revoked)}))
 	})
 	if err != nil {
 		return asAppErr(err)
 	}
+	s.mailQueued()
 	return nil
 }
 

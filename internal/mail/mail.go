@@ -1,7 +1,8 @@
 // Package mail owns the delivery of account mails: it renders the
-// password-reset and email-verification mails from embedded templates, sends
-// them by SMTP or to the log, and runs the worker that drains the durable
-// mail queue the account flows fill.
+// password-reset and email-verification mails, and the notices of a changed
+// or reset password, from embedded templates, sends them by SMTP or to the
+// log, and runs the worker that drains the durable mail queue the account
+// flows fill.
 package mail
 
 import (
@@ -14,6 +15,7 @@ import (
 	texttemplate "text/template"
 	"time"
 
+	"github.com/palisade-auth/palisade/internal/auth"
 	"github.com/palisade-auth/palisade/internal/store"
 )
 
@@ -39,10 +41,14 @@ var templateFS embed.FS
 // kind is how one kind of mail is rendered.
 type kind struct {
 	subject string
-	path    string // of the link, under the public URL
+	path    string // of the link, under the public URL; "" for a notice
 	text    *texttemplate.Template
 	html    *htmltemplate.Template
 }
+
+// notice reports whether the kind is a notice: a mail without a link,
+// rendered by ComposeNotice.
+func (k kind) notice() bool { return k.path == "" }
 
 // The templates are part of the binary: a parse error is a programming
 // error caught by every test run, so Must is right here.
@@ -59,6 +65,23 @@ var kinds = map[string]kind{
 		text:    texttemplate.Must(texttemplate.ParseFS(templateFS, "templates/verify_email.txt")),
 		html:    htmltemplate.Must(htmltemplate.ParseFS(templateFS, "templates/verify_email.html")),
 	},
+	store.MailPasswordChanged: {
+		subject: "Your password was changed",
+		text:    texttemplate.Must(texttemplate.ParseFS(templateFS, "templates/password_changed_notice.txt")),
+		html:    htmltemplate.Must(htmltemplate.ParseFS(templateFS, "templates/password_changed_notice.html")),
+	},
+	store.MailPasswordReset: {
+		subject: "Your password was reset",
+		text:    texttemplate.Must(texttemplate.ParseFS(templateFS, "templates/password_reset_notice.txt")),
+		html:    htmltemplate.Must(htmltemplate.ParseFS(templateFS, "templates/password_reset_notice.html")),
+	},
+}
+
+// IsNotice reports whether kindName is a notice: a mail that carries no
+// link, only what happened (auth.Notice).
+func IsNotice(kindName string) bool {
+	k, ok := kinds[kindName]
+	return ok && k.notice()
 }
 
 // Link is the URL a mail of kind carries for token, as API.md section 7
@@ -67,8 +90,8 @@ var kinds = map[string]kind{
 // opaque tokens are base64url, so in practice it stays as it is.
 func Link(kindName, publicURL, token string) (string, error) {
 	k, ok := kinds[kindName]
-	if !ok {
-		return "", fmt.Errorf("mail: unknown kind %q", kindName)
+	if !ok || k.notice() {
+		return "", fmt.Errorf("mail: kind %q has no link", kindName)
 	}
 	return strings.TrimSuffix(publicURL, "/") + k.path + "?token=" + url.QueryEscape(token), nil
 }
@@ -86,8 +109,8 @@ type templateData struct {
 // when it is above zero.
 func Compose(kindName, publicURL, to, name, token string, ttl time.Duration) (Message, error) {
 	k, ok := kinds[kindName]
-	if !ok {
-		return Message{}, fmt.Errorf("mail: unknown kind %q", kindName)
+	if !ok || k.notice() {
+		return Message{}, fmt.Errorf("mail: unknown kind of link mail %q", kindName)
 	}
 	link, err := Link(kindName, publicURL, token)
 	if err != nil {
@@ -102,6 +125,43 @@ func Compose(kindName, publicURL, to, name, token string, ttl time.Duration) (Me
 		return Message{}, fmt.Errorf("mail: render %s html: %w", kindName, err)
 	}
 	return Message{To: to, ToName: name, Subject: k.subject, Text: text.String(), HTML: html.String(), Link: link}, nil
+}
+
+// noticeData is what the templates of notices see.
+type noticeData struct {
+	Name      string
+	Email     string
+	When      string // "2006-01-02 15:04:05 UTC"
+	IP        string // "" when unknown
+	UserAgent string // "" when unknown
+}
+
+// maxNoticeUserAgent bounds the user agent a notice quotes: the client
+// chose it, and the mail is no place for a page of it.
+const maxNoticeUserAgent = 200
+
+// ComposeNotice renders a notice of kind (store.MailPasswordChanged,
+// store.MailPasswordReset) for a recipient: what happened, when (UTC), from
+// which client address and user agent, and what to do if it was not them.
+// A notice carries no link and no token.
+func ComposeNotice(kindName, to, name string, n auth.Notice) (Message, error) {
+	k, ok := kinds[kindName]
+	if !ok || !k.notice() {
+		return Message{}, fmt.Errorf("mail: unknown kind of notice %q", kindName)
+	}
+	ua := n.UserAgent
+	if len(ua) > maxNoticeUserAgent {
+		ua = strings.ToValidUTF8(ua[:maxNoticeUserAgent], "") + "…"
+	}
+	d := noticeData{Name: name, Email: to, When: n.At.UTC().Format("2006-01-02 15:04:05 UTC"), IP: n.IP, UserAgent: ua}
+	var text, html bytes.Buffer
+	if err := k.text.Execute(&text, d); err != nil {
+		return Message{}, fmt.Errorf("mail: render %s text: %w", kindName, err)
+	}
+	if err := k.html.Execute(&html, d); err != nil {
+		return Message{}, fmt.Errorf("mail: render %s html: %w", kindName, err)
+	}
+	return Message{To: to, ToName: name, Subject: k.subject, Text: text.String(), HTML: html.String()}, nil
 }
 
 // humanDuration says d in words for a mail: "30 minutes", "48 hours",

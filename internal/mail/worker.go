@@ -2,6 +2,7 @@ package mail
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -256,8 +257,12 @@ func (w *Worker) deliver(ctx context.Context, j store.MailJob) time.Time {
 	return next
 }
 
-// send opens, renders and sends one mail.
+// send opens, renders and sends one mail. A notice has no link, so nothing
+// about a link can make it stale: it is always sent.
 func (w *Worker) send(ctx context.Context, j store.MailJob) error {
+	if IsNotice(j.Kind) {
+		return w.sendNotice(ctx, j)
+	}
 	if len(j.SealedToken) == 0 {
 		return fmt.Errorf("%w: the mail has no token", errPermanent)
 	}
@@ -279,6 +284,20 @@ func (w *Worker) send(ctx context.Context, j store.MailJob) error {
 		return fmt.Errorf("%w: it expired before the mail could be delivered", errLinkDead)
 	}
 	m, err := Compose(j.Kind, w.cfg.PublicURL, j.To, j.Name, string(tok), link.ExpiresAt.Sub(link.CreatedAt))
+	if err != nil {
+		return fmt.Errorf("%w: %w", errPermanent, err)
+	}
+	m.ID, m.Date = j.ID, w.now()
+	return w.sender.Send(ctx, m)
+}
+
+// sendNotice renders and sends a notice from the facts queued with it.
+func (w *Worker) sendNotice(ctx context.Context, j store.MailJob) error {
+	var n auth.Notice
+	if err := json.Unmarshal(j.Notice, &n); err != nil {
+		return fmt.Errorf("%w: read the notice: %w", errPermanent, err)
+	}
+	m, err := ComposeNotice(j.Kind, j.To, j.Name, n)
 	if err != nil {
 		return fmt.Errorf("%w: %w", errPermanent, err)
 	}

@@ -22,8 +22,17 @@ type OneTimeToken struct {
 	UsedAt    *time.Time `db:"used_at"`
 }
 
+// Kinds of notice mails: they tell the account's owner that something
+// happened to the account and carry no link (MailJob.Notice says what).
+const (
+	MailPasswordChanged = "password_changed_notice"
+	MailPasswordReset   = "password_reset_notice"
+)
+
 // MailJob is a queued mail. SealedToken is the link token sealed under the
-// key-encryption key; it is nil once the mail was sent or given up.
+// key-encryption key; a notice mail has none, and Notice instead: a JSON
+// object of what it reports (never a secret). Both are nil once the mail
+// was sent or given up.
 type MailJob struct {
 	ID            string     `db:"id"`
 	Kind          string     `db:"kind"`
@@ -31,6 +40,7 @@ type MailJob struct {
 	To            string     `db:"to_addr"`
 	Name          string     `db:"name"`
 	SealedToken   []byte     `db:"sealed_token"`
+	Notice        []byte     `db:"notice"`
 	Attempts      int        `db:"attempts"`
 	CreatedAt     time.Time  `db:"created_at"`
 	NextAttemptAt time.Time  `db:"next_attempt_at"`
@@ -63,10 +73,10 @@ type AccountQueries interface {
 	// attempt at or before now) by moving their next attempt to now+lease,
 	// so other workers skip them; a worker that dies leaves them due again.
 	ClaimMail(ctx context.Context, now time.Time, limit int, lease time.Duration) ([]MailJob, error)
-	// MailSent marks the job sent and drops its sealed token.
+	// MailSent marks the job sent and drops its sealed token and notice.
 	MailSent(ctx context.Context, id string, now time.Time) error
 	// MailRetry records a failed attempt and when to try again.
 	MailRetry(ctx context.Context, id string, attempts int, next time.Time, lastErr string) error
-	// MailFailed gives the job up and drops its sealed token.
+	// MailFailed gives the job up and drops its sealed token and notice.
 	MailFailed(ctx context.Context, id string, now time.Time, lastErr string) error
 }

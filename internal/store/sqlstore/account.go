@@ -44,14 +44,23 @@ func (q *queries) SetEmailVerified(ctx context.Context, userID string, at time.T
 	return err
 }
 
-const mailColumns = `id, kind, user_id, to_addr, name, sealed_token, attempts, created_at, next_attempt_at,
+const mailColumns = `id, kind, user_id, to_addr, name, sealed_token, notice, attempts, created_at, next_attempt_at,
 	sent_at, failed_at, last_error`
 
 func (q *queries) EnqueueMail(ctx context.Context, j store.MailJob) error {
-	_, err := q.exec(ctx, `INSERT INTO mail_outbox (`+mailColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		j.ID, j.Kind, j.UserID, j.To, j.Name, j.SealedToken, j.Attempts, ts(j.CreatedAt), ts(j.NextAttemptAt),
+	_, err := q.exec(ctx, `INSERT INTO mail_outbox (`+mailColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		j.ID, j.Kind, j.UserID, j.To, j.Name, j.SealedToken, textOrNull(j.Notice), j.Attempts, ts(j.CreatedAt), ts(j.NextAttemptAt),
 		tsp(j.SentAt), tsp(j.FailedAt), j.LastError)
 	return err
+}
+
+// textOrNull is b for a TEXT column (as a string: lib/pq would send a
+// []byte as bytea), or NULL when b is empty.
+func textOrNull(b []byte) any {
+	if len(b) == 0 {
+		return nil
+	}
+	return string(b)
 }
 
 func (q *queries) LastMailAt(ctx context.Context, userID, kind string) (time.Time, error) {
@@ -82,7 +91,7 @@ func (q *queries) ClaimMail(ctx context.Context, now time.Time, limit int, lease
 }
 
 func (q *queries) MailSent(ctx context.Context, id string, now time.Time) error {
-	return q.finishMail(ctx, `UPDATE mail_outbox SET sent_at = ?, sealed_token = NULL, attempts = attempts + 1 WHERE id = ?`, ts(now), id)
+	return q.finishMail(ctx, `UPDATE mail_outbox SET sent_at = ?, sealed_token = NULL, notice = NULL, attempts = attempts + 1 WHERE id = ?`, ts(now), id)
 }
 
 func (q *queries) MailRetry(ctx context.Context, id string, attempts int, next time.Time, lastErr string) error {
@@ -91,7 +100,7 @@ func (q *queries) MailRetry(ctx context.Context, id string, attempts int, next t
 }
 
 func (q *queries) MailFailed(ctx context.Context, id string, now time.Time, lastErr string) error {
-	return q.finishMail(ctx, `UPDATE mail_outbox SET failed_at = ?, sealed_token = NULL, last_error = ? WHERE id = ?`,
+	return q.finishMail(ctx, `UPDATE mail_outbox SET failed_at = ?, sealed_token = NULL, notice = NULL, last_error = ? WHERE id = ?`,
 		ts(now), truncateText(lastErr, 1000), id)
 }
 

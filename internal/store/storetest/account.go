@@ -18,6 +18,7 @@ var accountTests = []subtest{
 	{"SetEmailVerified", testSetEmailVerified},
 	{"MailQueue", testMailQueue},
 	{"MailClaimConcurrent", testMailClaimConcurrent},
+	{"MailNotice", testMailNotice},
 }
 
 func newOneTime(t *testing.T, q store.Queries, userID, purpose string, created time.Time) store.OneTimeToken {
@@ -223,4 +224,28 @@ func testMailClaimConcurrent(t *testing.T, s store.Store) {
 	if len(seen) != len(all) {
 		t.Errorf("concurrent claims got %d distinct jobs, want all %d", len(seen), len(all))
 	}
+}
+
+// testMailNotice: a notice mail has no sealed token; its notice comes back
+// from ClaimMail byte for byte, and a link mail's notice is nil.
+func testMailNotice(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	u := newUser(t, s)
+	notice := []byte(`{"at":"2025-03-04T05:06:07Z","ip":"2001:db8::1","user_agent":"Mozilla/5.0 (X11; Linux x86_64) \u00e9t\u00e9"}`)
+	n := store.MailJob{ID: newID(t), Kind: store.MailPasswordChanged, UserID: u.ID, To: "ada@example.com", Name: "Ada",
+		Notice: notice, CreatedAt: at(-time.Minute), NextAttemptAt: at(-time.Minute)}
+	wantErr(t, "EnqueueMail(notice)", s.EnqueueMail(ctx, n), nil)
+	link := newMail(t, s, u.ID, t0)
+	got, err := s.ClaimMail(ctx, t0, 10, time.Minute)
+	wantErr(t, "ClaimMail", err, nil)
+	if len(got) != 2 || got[0].ID != n.ID || got[1].ID != link.ID {
+		t.Fatalf("ClaimMail = %v, want the notice, then the link mail", ids(got))
+	}
+	if string(got[0].Notice) != string(notice) || len(got[0].SealedToken) != 0 || got[0].Kind != store.MailPasswordChanged {
+		t.Errorf("ClaimMail notice job: kind %q, notice %q, sealed %q; want %q, %q, none", got[0].Kind, got[0].Notice, got[0].SealedToken, n.Kind, notice)
+	}
+	if got[1].Notice != nil {
+		t.Errorf("ClaimMail link job: notice %q, want nil", got[1].Notice)
+	}
+	wantErr(t, "MailSent(notice)", s.MailSent(ctx, n.ID, t0), nil)
 }
