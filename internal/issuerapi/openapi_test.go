@@ -91,6 +91,8 @@ func TestOpenAPIErrorCodes(t *testing.T) {
 		"rate_limited",
 		"rate_limit_unavailable",
 		"overloaded",
+		"unavailable",
+		"request_timeout",
 		"csrf_failed",
 	}
 	for _, code := range codes {
