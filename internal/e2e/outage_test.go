@@ -310,6 +310,10 @@ func databaseOutage(t *testing.T, limitStore string, codes ...string) {
 				p.name, r.status, r.body, r.header.Get("Retry-After"), strings.Join(codes, " or "))
 		}
 	}
+	// The key set needs no database once loaded: verifiers keep working.
+	if r := do(t, "GET", is.base+"/.well-known/jwks.json", nil); r.status != http.StatusOK {
+		t.Errorf("jwks during the cut = %d %s, want 200 (the keys already loaded)", r.status, r.body)
+	}
 	// /health says so in its own documented form.
 	if r := do(t, "GET", is.base+"/health", nil); r.status != http.StatusServiceUnavailable || r.json(t)["status"] != "unavailable" {
 		t.Errorf("health during the cut = %d %s, want 503 {\"status\":\"unavailable\"}", r.status, r.body)
