@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"bufio"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -16,12 +18,12 @@ import (
 	"time"
 
 	"github.com/palisade-auth/palisade/internal/testdb"
-	"github.com/palisade-auth/palisade/pkg/verify/verifytest"
 )
 
 // The README's nginx and Caddy forward-auth examples, run verbatim (only
 // the addresses change) with Debian's nginx and caddy in front of the real
-// verifier and an app that records what reached it.
+// verifier (keys from a real issuer, which also mints the token) and an app
+// that records what reached it.
 
 const (
 	fwdAppOrigin  = "https://app.example.com"
@@ -90,20 +92,33 @@ func substitute(t *testing.T, block string, pairs ...string) string {
 	return block
 }
 
-// forwardAuthVerifier starts the real verifier in forward-auth mode with
-// contract, trusting loopback, /healthz public and browser cookies on.
-func forwardAuthVerifier(t *testing.T, contract string) (*verifierProc, *verifytest.KeySet) {
+// identity is who the test's access token names, as the issuer minted it.
+type identity struct {
+	access, userID, sessionID, tokenID string
+}
+
+// forwardAuthVerifier starts a real issuer (SQLite), logs a user in, and
+// starts the real verifier in forward-auth mode with contract in front of
+// the issuer's keys, trusting loopback, /healthz public and browser
+// cookies on.
+func forwardAuthVerifier(t *testing.T, contract string) (*verifierProc, identity) {
 	t.Helper()
-	ks := verifytest.NewKeySet(t)
-	ks.Issuer, ks.Audience = "http://issuer.test", "api"
-	jwks := filepath.Join(t.TempDir(), "jwks.json")
-	if err := os.WriteFile(jwks, ks.JWKS(), 0o600); err != nil {
+	is := startIssuer(t, testdb.SQLite(t))
+	email := uniqueEmail()
+	me := register(t, is, email)
+	tok := login(t, is, email, strongPassword, "laptop")
+	raw, err := base64.RawURLEncoding.DecodeString(strings.Split(tok.Access, ".")[1])
+	if err != nil {
 		t.Fatal(err)
 	}
+	var claims struct{ Jti string }
+	if err := json.Unmarshal(raw, &claims); err != nil || claims.Jti == "" {
+		t.Fatalf("access token claims %s: no jti (%v)", raw, err)
+	}
 	v := startVerifier(t, "--mode", "forward-auth", "--forward-auth-headers", contract, "--trusted-proxies", "127.0.0.1/32",
-		"--jwks-file", jwks, "--public-path", "/healthz", "--browser-origins", fwdAppOrigin)
+		"--jwks-url", is.base+"/.well-known/jwks.json", "--public-path", "/healthz", "--browser-origins", fwdAppOrigin)
 	v.waitReady(t)
-	return v, ks
+	return v, identity{access: tok.Access, userID: me["id"].(string), sessionID: tok.SessionID, tokenID: claims.Jti}
 }
 
 // runProxy starts a proxy process and waits until addr accepts
@@ -234,26 +249,26 @@ func request(t *testing.T, method, url string, h http.Header) response {
 
 func TestProxiesReadmeNginx(t *testing.T) {
 	t.Parallel()
-	v, ks := forwardAuthVerifier(t, "nginx")
+	v, id := forwardAuthVerifier(t, "nginx")
 	a := newApp(t)
 	base := startNginx(t, v.addr["proxy"], strings.TrimPrefix(a.srv.URL, "http://"))
-	testReadmeForwardAuth(t, v, ks, a, base, false)
+	testReadmeForwardAuth(t, v, id, a, base, false)
 }
 
 func TestProxiesReadmeCaddy(t *testing.T) {
 	t.Parallel()
-	v, ks := forwardAuthVerifier(t, "caddy")
+	v, id := forwardAuthVerifier(t, "caddy")
 	a := newApp(t)
 	base := startCaddy(t, v.addr["proxy"], strings.TrimPrefix(a.srv.URL, "http://"))
-	testReadmeForwardAuth(t, v, ks, a, base, true)
+	testReadmeForwardAuth(t, v, id, a, base, true)
 }
 
 // testReadmeForwardAuth runs the attacks of the audit, and the positive
 // cases, through a proxy configured as the README says. problemBodies says
 // whether the proxy passes the verifier's refusals through (Caddy) or
 // answers them with its own page (nginx).
-func testReadmeForwardAuth(t *testing.T, v *verifierProc, ks *verifytest.KeySet, a *app, base string, problemBodies bool) {
-	tok := ks.Mint(t, verifytest.Claims{Subject: "user-42", Role: "member", SessionID: "s-42", TokenID: "j-42"})
+func testReadmeForwardAuth(t *testing.T, v *verifierProc, id identity, a *app, base string, problemBodies bool) {
+	tok := id.access
 
 	t.Run("public path reaches the app", func(t *testing.T) {
 		before := a.hits.Load()
@@ -287,8 +302,8 @@ func testReadmeForwardAuth(t *testing.T, v *verifierProc, ks *verifytest.KeySet,
 	t.Run("valid token reaches the app with its identity", func(t *testing.T) {
 		r := request(t, "GET", base+"/private", http.Header{"Authorization": {"Bearer " + tok}})
 		wantStatus(t, "GET /private with a token", r, http.StatusOK)
-		if got := a.last().Get("X-Auth-User-Id"); got != "user-42" {
-			t.Errorf("app saw X-Auth-User-Id %q, want user-42", got)
+		if got := a.last().Get("X-Auth-User-Id"); got != id.userID {
+			t.Errorf("app saw X-Auth-User-Id %q, want %s", got, id.userID)
 		}
 	})
 
@@ -303,7 +318,7 @@ func testReadmeForwardAuth(t *testing.T, v *verifierProc, ks *verifytest.KeySet,
 		r := request(t, "GET", base+"/private", h)
 		wantStatus(t, "GET /private with spoofed headers", r, http.StatusOK)
 		got := authHeaders(a.last())
-		want := map[string]string{"X-Auth-User-Id": "user-42", "X-Auth-Role": "member", "X-Auth-Session-Id": "s-42", "X-Auth-Token-Id": "j-42"}
+		want := map[string]string{"X-Auth-User-Id": id.userID, "X-Auth-Role": "user", "X-Auth-Session-Id": id.sessionID, "X-Auth-Token-Id": id.tokenID}
 		for name, vals := range got {
 			w, ok := want[name]
 			switch {
@@ -389,8 +404,8 @@ func testReadmeForwardAuth(t *testing.T, v *verifierProc, ks *verifytest.KeySet,
 	t.Run("same-site POST with the CSRF proof", func(t *testing.T) {
 		r := request(t, "POST", base+"/private", http.Header{"Cookie": {cookie}, "Origin": {fwdAppOrigin}, "X-Csrf-Token": {"c5rf"}})
 		wantStatus(t, "POST with the CSRF proof", r, http.StatusOK)
-		if got := a.last().Get("X-Auth-User-Id"); got != "user-42" {
-			t.Errorf("app saw X-Auth-User-Id %q, want user-42", got)
+		if got := a.last().Get("X-Auth-User-Id"); got != id.userID {
+			t.Errorf("app saw X-Auth-User-Id %q, want %s", got, id.userID)
 		}
 	})
 }
