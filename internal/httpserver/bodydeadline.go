@@ -23,15 +23,15 @@ var ErrBodyTimeout = errors.New("httpserver: request body read timed out")
 // handler that runs past it): before each read of the body it sets the
 // connection's read deadline to the earlier of the request's start plus
 // total and now plus idle, and clears it once the body is read to its end.
-// A zero duration is no bound. Bodiless and upgrade requests pass
-// untouched: the latter's connection may be hijacked and must not inherit
-// a deadline.
+// A zero duration is no bound. Bodiless requests pass untouched, so a
+// connection hijacked for an upgrade (a WebSocket handshake has no body)
+// inherits no deadline; an Upgrade header is no way around the bound.
 func bodyDeadlines(total, idle time.Duration, next http.Handler) http.Handler {
 	if total <= 0 && idle <= 0 {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Body == nil || r.Body == http.NoBody || r.Header.Get("Upgrade") != "" {
+		if r.Body == nil || r.Body == http.NoBody {
 			next.ServeHTTP(w, r)
 			return
 		}

@@ -54,10 +54,13 @@ func TestBodyDeadlinesEndATrickledBody(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		opts    Options
-		trickle bool // keep sending a byte every 20 ms, so only the total bound can fire
+		trickle bool   // keep sending a byte every 20 ms, so only the total bound can fire
+		headers string // more request headers
 	}{
-		{"total bound, body trickles", Options{BodyTimeout: 300 * time.Millisecond}, true},
-		{"idle bound, body stalls", Options{BodyIdleTimeout: 300 * time.Millisecond}, false},
+		{"total bound, body trickles", Options{BodyTimeout: 300 * time.Millisecond}, true, ""},
+		{"idle bound, body stalls", Options{BodyIdleTimeout: 300 * time.Millisecond}, false, ""},
+		{"idle bound, body stalls under an Upgrade header", Options{BodyIdleTimeout: 300 * time.Millisecond}, false,
+			"Connection: Upgrade\r\nUpgrade: h2c\r\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			errs := make(chan error, 1)
@@ -67,7 +70,8 @@ func TestBodyDeadlinesEndATrickledBody(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer conn.Close()
-			if _, err := io.WriteString(conn, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\nx"); err != nil {
+			head := "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n" + tc.headers + "\r\nx"
+			if _, err := io.WriteString(conn, head); err != nil {
 				t.Fatal(err)
 			}
 			stop := make(chan struct{})
