@@ -74,13 +74,15 @@ func (a *API) clearCookies(w http.ResponseWriter) {
 }
 
 // hostCookie is a __Host- cookie: Secure, HttpOnly, SameSite=Lax, path /,
-// no Domain. maxAge < 0 deletes it.
+// no Domain. maxAge <= 0 deletes it. A part of a second rounds up: net/http
+// sends no Max-Age at all for 0, which would make the cookie outlive its
+// token as a browser-session cookie.
 func hostCookie(name, value string, maxAge time.Duration) *http.Cookie {
 	c := &http.Cookie{Name: name, Value: value, Path: "/", Secure: true, HttpOnly: true, SameSite: http.SameSiteLaxMode}
-	if maxAge < 0 {
+	if maxAge <= 0 {
 		c.MaxAge = -1
 	} else {
-		c.MaxAge = int(maxAge / time.Second)
+		c.MaxAge = int((maxAge + time.Second - 1) / time.Second)
 	}
 	return c
 }
