@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -136,12 +137,31 @@ func TestVerifierCutsOffAStalledBody(t *testing.T) {
 	v, tok := startUploadVerifier(t, "1s")
 	head := "POST /upload HTTP/1.1\r\nHost: app.test\r\nAuthorization: Bearer " + tok +
 		"\r\nContent-Type: application/octet-stream\r\nContent-Length: 2000\r\n\r\nx"
+	// The client is still connected, so the verifier can and must answer
+	// before it closes: 408, not the 502 of a failing app.
 	got := cutOff(t, slowClient(t, v.addr["proxy"], head, false))
-	if got != nil {
-		t.Logf("stalled body answered %d %s", got.status, got.body)
+	wantRequestTimeout(t, "stalled body", got)
+	if _, ok := v.logs.waitFor(time.Now().Add(10*time.Second), func(l string) bool {
+		return strings.Contains(l, `"msg":"request body timed out"`)
+	}); !ok {
+		t.Errorf("verifier did not log the body timeout")
 	}
-	if got != nil && got.status < 400 {
-		t.Errorf("stalled body answered %d %q, want an error status or a closed connection", got.status, got.body)
+	if strings.Contains(v.logs.String(), "upstream unavailable") {
+		t.Errorf("verifier logged a stalled client as an upstream failure")
+	}
+}
+
+// wantRequestTimeout fails unless got is the 408 problem+json answer with
+// code request_timeout.
+func wantRequestTimeout(t *testing.T, what string, got *response) {
+	t.Helper()
+	if got == nil {
+		t.Fatalf("%s: the server closed the connection without an answer, want 408 request_timeout", what)
+	}
+	var p map[string]any
+	if err := json.Unmarshal(got.body, &p); err != nil || got.status != http.StatusRequestTimeout || p["code"] != "request_timeout" ||
+		got.header.Get("Content-Type") != "application/problem+json" {
+		t.Errorf("%s answered %d %s %q, want 408 application/problem+json with code request_timeout", what, got.status, got.header.Get("Content-Type"), got.body)
 	}
 }
 

@@ -15,10 +15,24 @@ const (
 	OutcomePublic   = "public"
 )
 
+// Reasons a request let through did not complete, the "reason" label of
+// verifier_proxy_failures_total.
+const (
+	// FailureBodyTimeout is a client whose body stalled or trickled
+	// past the body deadlines (answered 408).
+	FailureBodyTimeout = "body_timeout"
+	// FailureClientGone is a client that went away before the answer.
+	FailureClientGone = "client_gone"
+	// FailureUpstream is an app that could not be reached or did not
+	// answer (answered 502).
+	FailureUpstream = "upstream"
+)
+
 // Metrics are the verifier's Prometheus series. A nil *Metrics records
 // nothing.
 type Metrics struct {
 	requests        *prometheus.CounterVec
+	failures        *prometheus.CounterVec
 	latency         prometheus.Histogram
 	refreshFailures prometheus.Counter
 }
@@ -31,6 +45,10 @@ func NewMetrics(reg prometheus.Registerer, keySetAge func() float64) *Metrics {
 			Name: "verifier_requests_total",
 			Help: "Requests by outcome (allowed, rejected, public) and rejection reason.",
 		}, []string{"outcome", "reason"}),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "verifier_proxy_failures_total",
+			Help: "Requests let through (counted allowed or public) that did not complete, by reason: body_timeout (the client's body stalled or trickled, 408), client_gone, upstream (502).",
+		}, []string{"reason"}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "verifier_verification_seconds",
 			Help:    "Time spent verifying one access token (cache hits included).",
@@ -41,7 +59,7 @@ func NewMetrics(reg prometheus.Registerer, keySetAge func() float64) *Metrics {
 			Help: "Failed fetches or reloads of the key set (the last good set stays in use).",
 		}),
 	}
-	reg.MustRegister(m.requests, m.latency, m.refreshFailures, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+	reg.MustRegister(m.requests, m.failures, m.latency, m.refreshFailures, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "verifier_keyset_age_seconds",
 		Help: "Seconds since the key set was last loaded successfully; -1 while none is.",
 	}, keySetAge))
@@ -51,6 +69,12 @@ func NewMetrics(reg prometheus.Registerer, keySetAge func() float64) *Metrics {
 func (m *Metrics) outcome(outcome string, reason verify.Reason) {
 	if m != nil {
 		m.requests.WithLabelValues(outcome, string(reason)).Inc()
+	}
+}
+
+func (m *Metrics) failure(reason string) {
+	if m != nil {
+		m.failures.WithLabelValues(reason).Inc()
 	}
 }
 

@@ -103,11 +103,29 @@ func (p *Proxy) rewrite(upstream *url.URL) func(*httputil.ProxyRequest) {
 }
 
 func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
+	// First the client's own failures, which the transport mostly reports
+	// as context.Canceled: net/http cancels the request's context when a
+	// read of its body fails.
+	if httpserver.BodyTimedOut(r.Context()) {
+		// The body stalled or trickled past --read-idle-timeout or
+		// --read-min-rate: the app is not at fault, and the client, still
+		// connected, is told so. net/http closes the connection after
+		// this answer, since the body was not read to its end.
+		p.cfg.Metrics.failure(FailureBodyTimeout)
+		p.cfg.Logger.DebugContext(r.Context(), "request body timed out", slog.String("err", err.Error()))
+		problem.Write(w, problem.Problem{
+			Status: http.StatusRequestTimeout, Code: "request_timeout",
+			Detail: "The request body did not arrive in time.",
+		})
+		return
+	}
 	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
 		// The client went away; nobody is left to answer.
+		p.cfg.Metrics.failure(FailureClientGone)
 		w.WriteHeader(499)
 		return
 	}
+	p.cfg.Metrics.failure(FailureUpstream)
 	p.cfg.Logger.WarnContext(r.Context(), "upstream unavailable", slog.String("err", err.Error()))
 	problem.Write(w, problem.Problem{
 		Status: http.StatusBadGateway, Code: "bad_gateway", Title: "Bad Gateway",
