@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/palisade-auth/palisade/internal/idempotency"
+	"github.com/palisade-auth/palisade/internal/store"
 	"github.com/palisade-auth/palisade/internal/testdb"
 )
 
@@ -286,6 +288,10 @@ func databaseOutage(t *testing.T, limitStore string, codes ...string) {
 	waitUntil("refreshes and logins to meet the cut", func() bool {
 		return time.Since(cutAt) > 3*time.Second && count("refresh", cutAt, each) >= 2*workers && count("login", cutAt, each) >= 2
 	})
+	// A register with an Idempotency-Key meets the cut before it reserves
+	// the key; its retry after the restore registers (below).
+	idemKey := "outage-" + uniqueEmail()
+	idemBody := map[string]string{"email": uniqueEmail(), "password": strongPassword}
 	// Every other route that needs the database says the same.
 	for _, p := range []struct {
 		name, method, path string
@@ -293,6 +299,7 @@ func databaseOutage(t *testing.T, limitStore string, codes ...string) {
 		headers            []string
 	}{
 		{"register", "POST", "/v1/register", map[string]string{"email": uniqueEmail(), "password": strongPassword}, nil},
+		{"register with Idempotency-Key", "POST", "/v1/register", idemBody, []string{"Idempotency-Key", idemKey}},
 		{"me", "GET", "/v1/me", nil, bearer(probe.Access)},
 		{"sessions", "GET", "/v1/sessions", nil, bearer(probe.Access)},
 		{"revoke session", "DELETE", "/v1/sessions/" + probe.SessionID, nil, bearer(probe.Access)},
@@ -324,6 +331,16 @@ func databaseOutage(t *testing.T, limitStore string, codes ...string) {
 	waitUntil("every worker's refresh and a login to succeed after the cut", workerOK(restoreAt))
 	stop()
 	wg.Wait()
+
+	// The client retrying its register with the same key and body gets the
+	// registration, not idempotency_key_in_progress, and then its replay.
+	first := do(t, "POST", is.base+"/v1/register", idemBody, "Idempotency-Key", idemKey)
+	wantStatus(t, "register with the Idempotency-Key of the cut, after the restore", first, http.StatusCreated)
+	replay := do(t, "POST", is.base+"/v1/register", idemBody, "Idempotency-Key", idemKey)
+	if replay.status != http.StatusCreated || replay.header.Get("Idempotent-Replayed") != "true" || !bytes.Equal(replay.body, first.body) {
+		t.Errorf("register with the same key again = %d %s (Idempotent-Replayed %q), want the replay of 201 %s",
+			replay.status, replay.body, replay.header.Get("Idempotent-Replayed"), first.body)
+	}
 
 	mu.Lock()
 	all := append([]outcome(nil), outcomes...)
@@ -376,4 +393,48 @@ func databaseOutage(t *testing.T, limitStore string, codes ...string) {
 			t.Errorf("worker %d: refresh with the token of its last success = %d %s, want 200", i, r.status, r.body)
 		}
 	}
+}
+
+// TestAbandonedIdempotencyKeyIsTakenOver: a register that reserved its
+// Idempotency-Key and could neither complete nor release it (the database
+// went away between the two, or the process died) leaves the reservation
+// unfinished. Within the lease the key is still in progress; after it, the
+// client's retry with the same key and body registers.
+func TestAbandonedIdempotencyKeyIsTakenOver(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, dbURL string) {
+		is := startIssuer(t, dbURL)
+		st := openStore(t, dbURL)
+		// The reservations the requests left, made as the issuer makes them.
+		abandon := func(key string, body []byte, age time.Duration) {
+			t.Helper()
+			fp := idempotency.Fingerprint([]byte("POST"), []byte("/v1/register"), body)
+			rec := store.IdempotencyRecord{Scope: "register", Key: key, RequestHash: fp, CreatedAt: time.Now().Add(-age).UTC().Truncate(time.Microsecond)}
+			if _, err := st.ReserveIdempotencyKey(context.Background(), rec, time.Now().Add(-idempotency.Retention)); err != nil {
+				t.Fatalf("ReserveIdempotencyKey(%s): %v", key, err)
+			}
+		}
+		body := func() []byte {
+			raw, err := json.Marshal(map[string]string{"email": uniqueEmail(), "password": strongPassword})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return raw
+		}
+		running, runningBody := "running-"+uniqueEmail(), body()
+		abandoned, abandonedBody := "abandoned-"+uniqueEmail(), body()
+		abandon(running, runningBody, 0)
+		abandon(abandoned, abandonedBody, 2*idempotency.Lease)
+
+		wantProblem(t, "register with a key reserved just now", do(t, "POST", is.base+"/v1/register", runningBody, "Idempotency-Key", running),
+			http.StatusConflict, "idempotency_key_in_progress")
+		wantProblem(t, "register with an abandoned key and another body", do(t, "POST", is.base+"/v1/register", body(), "Idempotency-Key", abandoned),
+			http.StatusUnprocessableEntity, "idempotency_key_reused")
+		first := do(t, "POST", is.base+"/v1/register", abandonedBody, "Idempotency-Key", abandoned)
+		wantStatus(t, "register with an abandoned key and its body", first, http.StatusCreated)
+		replay := do(t, "POST", is.base+"/v1/register", abandonedBody, "Idempotency-Key", abandoned)
+		if replay.status != http.StatusCreated || replay.header.Get("Idempotent-Replayed") != "true" || !bytes.Equal(replay.body, first.body) {
+			t.Errorf("register with the taken-over key again = %d %s (Idempotent-Replayed %q), want the replay of 201 %s",
+				replay.status, replay.body, replay.header.Get("Idempotent-Replayed"), first.body)
+		}
+	})
 }

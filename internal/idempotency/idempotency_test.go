@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -120,20 +121,42 @@ func wantCode(t *testing.T, call string, err error, code string, kind apperr.Kin
 	}
 }
 
-// begin calls Begin and fails the test on an error.
-func begin(t *testing.T, k *idempotency.Keys, scope, key, fp string) *idempotency.Response {
+// begin calls Begin and fails the test on an error. It returns the
+// reservation, or nil and the response to replay.
+func begin(t *testing.T, k *idempotency.Keys, scope, key, fp string) (*idempotency.Reservation, *idempotency.Response) {
 	t.Helper()
-	r, err := k.Begin(context.Background(), scope, key, fp)
+	res, r, err := k.Begin(context.Background(), scope, key, fp)
 	if err != nil {
 		t.Fatalf("Begin(%s, %s) = %v, want no error", scope, key, err)
 	}
+	if (res == nil) == (r == nil) {
+		t.Fatalf("Begin(%s, %s) = reservation %v, response %v, want exactly one", scope, key, res, r)
+	}
+	return res, r
+}
+
+// reserve calls Begin and fails the test unless it reserved the key.
+func reserve(t *testing.T, k *idempotency.Keys, scope, key, fp string) *idempotency.Reservation {
+	t.Helper()
+	res, r := begin(t, k, scope, key, fp)
+	if res == nil {
+		t.Fatalf("Begin(%s, %s) = replay of %d %q, want a reservation", scope, key, r.Status, r.Body)
+	}
+	return res
+}
+
+// replayed calls Begin and returns the response it replays (nil if it
+// reserved the key instead).
+func replayed(t *testing.T, k *idempotency.Keys, scope, key, fp string) *idempotency.Response {
+	t.Helper()
+	_, r := begin(t, k, scope, key, fp)
 	return r
 }
 
-func complete(t *testing.T, k *idempotency.Keys, scope, key string, r idempotency.Response) {
+func complete(t *testing.T, k *idempotency.Keys, res *idempotency.Reservation, r idempotency.Response) {
 	t.Helper()
-	if err := k.Complete(context.Background(), scope, key, r); err != nil {
-		t.Fatalf("Complete(%s, %s) = %v", scope, key, err)
+	if err := k.Complete(context.Background(), res, r); err != nil {
+		t.Fatalf("Complete = %v", err)
 	}
 }
 
@@ -158,52 +181,48 @@ func TestKeys(t *testing.T) {
 	backends(t, func(t *testing.T, st store.Store) {
 		t.Run("first begin proceeds", func(t *testing.T) {
 			k, _ := newKeys(st)
-			if r := begin(t, k, scope, "first", fp1); r != nil {
-				t.Errorf("Begin(first time) = %+v, want nil", r)
-			}
+			reserve(t, k, scope, "first", fp1)
 		})
 
 		t.Run("complete then replay", func(t *testing.T) {
 			k, _ := newKeys(st)
-			begin(t, k, scope, "replay", fp1)
+			res := reserve(t, k, scope, "replay", fp1)
 			want := idempotency.Response{Status: 201, Body: []byte(`{"id":"u1","email":"a@example.com"}`)}
-			complete(t, k, scope, "replay", want)
+			complete(t, k, res, want)
 			for i := 0; i < 2; i++ {
-				wantReplay(t, begin(t, k, scope, "replay", fp1), want)
+				wantReplay(t, replayed(t, k, scope, "replay", fp1), want)
 			}
 		})
 
 		t.Run("replay of empty body", func(t *testing.T) {
 			k, _ := newKeys(st)
-			begin(t, k, scope, "empty", fp1)
-			complete(t, k, scope, "empty", idempotency.Response{Status: 202})
-			wantReplay(t, begin(t, k, scope, "empty", fp1), idempotency.Response{Status: 202})
+			complete(t, k, reserve(t, k, scope, "empty", fp1), idempotency.Response{Status: 202})
+			wantReplay(t, replayed(t, k, scope, "empty", fp1), idempotency.Response{Status: 202})
 		})
 
 		t.Run("different fingerprint after complete", func(t *testing.T) {
 			k, _ := newKeys(st)
-			begin(t, k, scope, "reused", fp1)
-			complete(t, k, scope, "reused", idempotency.Response{Status: 201, Body: []byte("{}")})
-			r, err := k.Begin(context.Background(), scope, "reused", fp2)
-			if r != nil {
-				t.Errorf("Begin(other fingerprint) response = %+v, want nil", r)
+			complete(t, k, reserve(t, k, scope, "reused", fp1), idempotency.Response{Status: 201, Body: []byte("{}")})
+			res, r, err := k.Begin(context.Background(), scope, "reused", fp2)
+			if res != nil || r != nil {
+				t.Errorf("Begin(other fingerprint) = %v, %+v, want nil, nil", res, r)
 			}
 			wantCode(t, "Begin(other fingerprint)", err, "idempotency_key_reused", apperr.KindUnprocessable)
 		})
 
 		t.Run("different fingerprint while in progress", func(t *testing.T) {
 			k, _ := newKeys(st)
-			begin(t, k, scope, "reused-running", fp1)
-			_, err := k.Begin(context.Background(), scope, "reused-running", fp2)
+			reserve(t, k, scope, "reused-running", fp1)
+			_, _, err := k.Begin(context.Background(), scope, "reused-running", fp2)
 			wantCode(t, "Begin(other fingerprint, in progress)", err, "idempotency_key_reused", apperr.KindUnprocessable)
 		})
 
 		t.Run("in progress", func(t *testing.T) {
 			k, _ := newKeys(st)
-			begin(t, k, scope, "running", fp1)
-			r, err := k.Begin(context.Background(), scope, "running", fp1)
-			if r != nil {
-				t.Errorf("Begin(in progress) response = %+v, want nil", r)
+			reserve(t, k, scope, "running", fp1)
+			res, r, err := k.Begin(context.Background(), scope, "running", fp1)
+			if res != nil || r != nil {
+				t.Errorf("Begin(in progress) = %v, %+v, want nil, nil", res, r)
 			}
 			wantCode(t, "Begin(in progress)", err, "idempotency_key_in_progress", apperr.KindConflict)
 		})
@@ -211,35 +230,38 @@ func TestKeys(t *testing.T) {
 		t.Run("release then begin proceeds", func(t *testing.T) {
 			k, _ := newKeys(st)
 			ctx := context.Background()
-			begin(t, k, scope, "released", fp1)
-			if err := k.Release(ctx, scope, "released"); err != nil {
+			res := reserve(t, k, scope, "released", fp1)
+			if err := k.Release(ctx, res); err != nil {
 				t.Fatalf("Release = %v", err)
 			}
-			if r := begin(t, k, scope, "released", fp1); r != nil {
-				t.Errorf("Begin(after release) = %+v, want nil", r)
-			}
+			res = reserve(t, k, scope, "released", fp1)
 			// Released, the key is free for another request too.
-			if err := k.Release(ctx, scope, "released"); err != nil {
+			if err := k.Release(ctx, res); err != nil {
 				t.Fatalf("Release = %v", err)
 			}
-			if r := begin(t, k, scope, "released", fp2); r != nil {
-				t.Errorf("Begin(other fingerprint after release) = %+v, want nil", r)
+			reserve(t, k, scope, "released", fp2)
+		})
+
+		t.Run("release twice", func(t *testing.T) {
+			k, _ := newKeys(st)
+			res := reserve(t, k, scope, "released-twice", fp1)
+			for i := 0; i < 2; i++ {
+				if err := k.Release(context.Background(), res); err != nil {
+					t.Errorf("Release #%d = %v, want nil", i+1, err)
+				}
 			}
 		})
 
-		t.Run("release of unknown key", func(t *testing.T) {
+		t.Run("complete after release", func(t *testing.T) {
 			k, _ := newKeys(st)
-			if err := k.Release(context.Background(), scope, "never-seen"); err != nil {
-				t.Errorf("Release(unknown) = %v, want nil", err)
+			res := reserve(t, k, scope, "released-then-completed", fp1)
+			if err := k.Release(context.Background(), res); err != nil {
+				t.Fatalf("Release = %v", err)
 			}
-		})
-
-		t.Run("complete of unknown key", func(t *testing.T) {
-			k, _ := newKeys(st)
-			err := k.Complete(context.Background(), scope, "never-reserved", idempotency.Response{Status: 201})
-			wantCode(t, "Complete(unknown)", err, "internal_error", apperr.KindInternal)
+			err := k.Complete(context.Background(), res, idempotency.Response{Status: 201})
+			wantCode(t, "Complete(released)", err, "internal_error", apperr.KindInternal)
 			if !errors.Is(err, store.ErrNotFound) {
-				t.Errorf("Complete(unknown) = %v, want it to wrap store.ErrNotFound", err)
+				t.Errorf("Complete(released) = %v, want it to wrap store.ErrNotFound", err)
 			}
 		})
 
@@ -247,111 +269,142 @@ func TestKeys(t *testing.T) {
 			k, _ := newKeys(st)
 			ctx, cancel := context.WithCancel(context.Background())
 			cancel()
-			_, err := k.Begin(ctx, scope, "canceled", fp1)
+			_, _, err := k.Begin(ctx, scope, "canceled", fp1)
 			wantCode(t, "Begin(canceled context)", err, "internal_error", apperr.KindInternal)
-			err = k.Release(ctx, scope, "canceled")
+			res := reserve(t, k, scope, "canceled", fp1) // nothing was reserved by the failed call
+			err = k.Release(ctx, res)
 			wantCode(t, "Release(canceled context)", err, "internal_error", apperr.KindInternal)
-			// Nothing was reserved by the failed call.
-			if r := begin(t, k, scope, "canceled", fp1); r != nil {
-				t.Errorf("Begin(after failed Begin) = %+v, want nil", r)
-			}
 		})
 
 		t.Run("retention boundary", func(t *testing.T) {
 			k, clk := newKeys(st)
 			want := idempotency.Response{Status: 201, Body: []byte(`{"id":"u2"}`)}
-			begin(t, k, scope, "boundary", fp1)
-			complete(t, k, scope, "boundary", want)
+			complete(t, k, reserve(t, k, scope, "boundary", fp1), want)
 			clk.Advance(idempotency.Retention - time.Microsecond)
-			wantReplay(t, begin(t, k, scope, "boundary", fp1), want)
+			wantReplay(t, replayed(t, k, scope, "boundary", fp1), want)
 			clk.Advance(time.Microsecond)
-			wantReplay(t, begin(t, k, scope, "boundary", fp1), want)
+			wantReplay(t, replayed(t, k, scope, "boundary", fp1), want)
 		})
 
 		t.Run("expired completed record is replaced", func(t *testing.T) {
 			k, clk := newKeys(st)
 			ctx := context.Background()
-			begin(t, k, scope, "expired", fp1)
-			complete(t, k, scope, "expired", idempotency.Response{Status: 201, Body: []byte("old")})
+			complete(t, k, reserve(t, k, scope, "expired", fp1), idempotency.Response{Status: 201, Body: []byte("old")})
 			clk.Advance(idempotency.Retention + time.Microsecond)
-			if r := begin(t, k, scope, "expired", fp2); r != nil {
-				t.Fatalf("Begin(after retention, other fingerprint) = %+v, want nil", r)
-			}
+			res := reserve(t, k, scope, "expired", fp2)
 			// The new reservation is now the one remembered.
-			_, err := k.Begin(ctx, scope, "expired", fp2)
+			_, _, err := k.Begin(ctx, scope, "expired", fp2)
 			wantCode(t, "Begin(replacement in progress)", err, "idempotency_key_in_progress", apperr.KindConflict)
-			_, err = k.Begin(ctx, scope, "expired", fp1)
+			_, _, err = k.Begin(ctx, scope, "expired", fp1)
 			wantCode(t, "Begin(old fingerprint)", err, "idempotency_key_reused", apperr.KindUnprocessable)
 			want := idempotency.Response{Status: 201, Body: []byte("new")}
-			complete(t, k, scope, "expired", want)
-			wantReplay(t, begin(t, k, scope, "expired", fp2), want)
+			complete(t, k, res, want)
+			wantReplay(t, replayed(t, k, scope, "expired", fp2), want)
 		})
 
 		t.Run("expired reservation is replaced", func(t *testing.T) {
 			k, clk := newKeys(st)
-			begin(t, k, scope, "stuck", fp1)
+			reserve(t, k, scope, "stuck", fp1)
 			clk.Advance(idempotency.Retention + time.Hour)
-			if r := begin(t, k, scope, "stuck", fp1); r != nil {
-				t.Errorf("Begin(after abandoned reservation expired) = %+v, want nil", r)
+			reserve(t, k, scope, "stuck", fp2)
+		})
+
+		t.Run("abandoned reservation is taken over after the lease", func(t *testing.T) {
+			k, clk := newKeys(st)
+			ctx := context.Background()
+			first := reserve(t, k, scope, "abandoned", fp1)
+			clk.Advance(idempotency.Lease)
+			_, _, err := k.Begin(ctx, scope, "abandoned", fp1)
+			wantCode(t, "Begin(in progress, lease just ending)", err, "idempotency_key_in_progress", apperr.KindConflict)
+			clk.Advance(time.Microsecond)
+			_, _, err = k.Begin(ctx, scope, "abandoned", fp2)
+			wantCode(t, "Begin(other fingerprint, lease over)", err, "idempotency_key_reused", apperr.KindUnprocessable)
+			second := reserve(t, k, scope, "abandoned", fp1)
+			_, _, err = k.Begin(ctx, scope, "abandoned", fp1)
+			wantCode(t, "Begin(taken over, in progress)", err, "idempotency_key_in_progress", apperr.KindConflict)
+
+			// The first request finishing late changes nothing.
+			err = k.Complete(ctx, first, idempotency.Response{Status: 201, Body: []byte("late")})
+			if !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("Complete(taken over) = %v, want it to wrap store.ErrNotFound", err)
 			}
+			if err := k.Release(ctx, first); err != nil {
+				t.Errorf("Release(taken over) = %v, want nil", err)
+			}
+			_, _, err = k.Begin(ctx, scope, "abandoned", fp1)
+			wantCode(t, "Begin(taken over, first finished late)", err, "idempotency_key_in_progress", apperr.KindConflict)
+			want := idempotency.Response{Status: 201, Body: []byte("second")}
+			complete(t, k, second, want)
+			clk.Advance(idempotency.Lease + time.Hour) // a completed key is no lease
+			wantReplay(t, replayed(t, k, scope, "abandoned", fp1), want)
 		})
 
 		t.Run("scopes are independent", func(t *testing.T) {
 			k, _ := newKeys(st)
 			ctx := context.Background()
 			const key = "shared-key"
-			begin(t, k, "register", key, fp1)
-			if r := begin(t, k, "password_forgot", key, fp2); r != nil {
-				t.Fatalf("Begin(other scope) = %+v, want nil", r)
-			}
+			regRes := reserve(t, k, "register", key, fp1)
+			forgotRes := reserve(t, k, "password_forgot", key, fp2)
 			reg := idempotency.Response{Status: 201, Body: []byte("registered")}
-			complete(t, k, "register", key, reg)
-			_, err := k.Begin(ctx, "password_forgot", key, fp2)
+			complete(t, k, regRes, reg)
+			_, _, err := k.Begin(ctx, "password_forgot", key, fp2)
 			wantCode(t, "Begin(other scope still in progress)", err, "idempotency_key_in_progress", apperr.KindConflict)
 			forgot := idempotency.Response{Status: 202}
-			complete(t, k, "password_forgot", key, forgot)
-			wantReplay(t, begin(t, k, "register", key, fp1), reg)
-			wantReplay(t, begin(t, k, "password_forgot", key, fp2), forgot)
-			if err := k.Release(ctx, "register", key); err != nil {
+			complete(t, k, forgotRes, forgot)
+			wantReplay(t, replayed(t, k, "register", key, fp1), reg)
+			wantReplay(t, replayed(t, k, "password_forgot", key, fp2), forgot)
+			if err := k.Release(ctx, regRes); err != nil {
 				t.Fatalf("Release = %v", err)
 			}
-			wantReplay(t, begin(t, k, "password_forgot", key, fp2), forgot)
+			wantReplay(t, replayed(t, k, "register", key, fp1), reg) // completed: release leaves it
+			wantReplay(t, replayed(t, k, "password_forgot", key, fp2), forgot)
 		})
 
 		t.Run("concurrent begins: exactly one proceeds", func(t *testing.T) {
 			k, _ := newKeys(st)
-			const n = 8
-			var (
-				wg      sync.WaitGroup
-				mu      sync.Mutex
-				proceed int
-				busy    int
-				other   []error
-			)
-			start := make(chan struct{})
-			for i := 0; i < n; i++ {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					<-start
-					r, err := k.Begin(context.Background(), scope, "race", fp1)
-					mu.Lock()
-					defer mu.Unlock()
-					switch {
-					case err == nil && r == nil:
-						proceed++
-					case apperr.Is(err, "idempotency_key_in_progress"):
-						busy++
-					default:
-						other = append(other, err)
-					}
-				}()
-			}
-			close(start)
-			wg.Wait()
-			if proceed != 1 || busy != n-1 || len(other) != 0 {
-				t.Errorf("%d concurrent Begin: %d proceeded, %d in progress, other %v; want 1, %d, none", n, proceed, busy, other, n-1)
-			}
+			raceBegins(t, k, "race", 8)
+		})
+
+		t.Run("concurrent takeovers: exactly one proceeds", func(t *testing.T) {
+			k, clk := newKeys(st)
+			reserve(t, k, scope, "race-takeover", fp1)
+			clk.Advance(idempotency.Lease + time.Second)
+			raceBegins(t, k, "race-takeover", 8)
 		})
 	})
+}
+
+// raceBegins runs n concurrent Begins of key with fp1 and checks that
+// exactly one reserves it and the others get idempotency_key_in_progress.
+func raceBegins(t *testing.T, k *idempotency.Keys, key string, n int) {
+	t.Helper()
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		proceed int
+		busy    int
+		other   []error
+	)
+	start := make(chan struct{})
+	for i := 0; i < n; i++ {
+		wg.Go(func() {
+			<-start
+			res, r, err := k.Begin(context.Background(), scope, key, fp1)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil && res != nil && r == nil:
+				proceed++
+			case apperr.Is(err, "idempotency_key_in_progress"):
+				busy++
+			default:
+				other = append(other, fmt.Errorf("reservation %v, replay %v, err %w", res, r, err))
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if proceed != 1 || busy != n-1 || len(other) != 0 {
+		t.Errorf("%d concurrent Begin(%s): %d proceeded, %d in progress, other %v; want 1, %d, none", n, key, proceed, busy, other, n-1)
+	}
 }

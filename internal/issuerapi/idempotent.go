@@ -2,6 +2,7 @@ package issuerapi
 
 import (
 	"bytes"
+	"context"
 	"net/http"
 	"strconv"
 
@@ -37,7 +38,7 @@ func (a *API) idempotent(w http.ResponseWriter, r *http.Request, scope string, r
 		return
 	}
 	ctx := r.Context()
-	replay, err := a.idem.Begin(ctx, scope, key, idempotency.Fingerprint([]byte(r.Method), []byte(r.URL.Path), body))
+	res, replay, err := a.idem.Begin(ctx, scope, key, idempotency.Fingerprint([]byte(r.Method), []byte(r.URL.Path), body))
 	if err != nil {
 		a.writeError(w, r, err)
 		return
@@ -62,13 +63,16 @@ func (a *API) idempotent(w http.ResponseWriter, r *http.Request, scope string, r
 	} else {
 		a.writeJSON(rec, r, status, v)
 	}
+	// A client that went away still gets its answer remembered (or its key
+	// freed) for its retry.
+	ctx = context.WithoutCancel(ctx)
 	if rec.status >= 500 {
-		if rerr := a.idem.Release(ctx, scope, key); rerr != nil {
+		if rerr := a.idem.Release(ctx, res); rerr != nil {
 			a.log.ErrorContext(ctx, "idempotency release", "err", rerr)
 		}
 		return
 	}
-	if cerr := a.idem.Complete(ctx, scope, key, idempotency.Response{Status: rec.status, Body: rec.body.Bytes()}); cerr != nil {
+	if cerr := a.idem.Complete(ctx, res, idempotency.Response{Status: rec.status, Body: rec.body.Bytes()}); cerr != nil {
 		a.log.ErrorContext(ctx, "idempotency complete", "err", cerr)
 	}
 }

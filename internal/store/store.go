@@ -166,6 +166,7 @@ type IdempotencyRecord struct {
 type Queries interface {
 	AccountQueries
 	AdminQueries
+	WebhookQueries
 
 	// CreateUser inserts u. ErrAlreadyExists when EmailNormalized is taken.
 	CreateUser(ctx context.Context, u User) error
@@ -255,11 +256,20 @@ type Queries interface {
 	// (Scope, Key) newer than notBefore exists; then it returns that record with
 	// ErrAlreadyExists. Older records are replaced.
 	ReserveIdempotencyKey(ctx context.Context, r IdempotencyRecord, notBefore time.Time) (IdempotencyRecord, error)
-	// CompleteIdempotencyKey stores the response of a reserved key.
-	CompleteIdempotencyKey(ctx context.Context, scope, key string, status int, body []byte) error
-	// ReleaseIdempotencyKey forgets a reservation whose request failed, so the
-	// client may retry.
-	ReleaseIdempotencyKey(ctx context.Context, scope, key string) error
+	// TakeOverIdempotencyKey hands an abandoned reservation to a new request:
+	// the record for (scope, key) that is still unfinished (Status 0), has
+	// requestHash and was created before staleBefore gets CreatedAt at and
+	// belongs to the caller from then on. ErrNotFound when there is no such
+	// record, so of concurrent takers exactly one wins.
+	TakeOverIdempotencyKey(ctx context.Context, scope, key, requestHash string, staleBefore, at time.Time) error
+	// CompleteIdempotencyKey stores the response of the reservation of
+	// (scope, key) created at reservedAt. ErrNotFound when that reservation
+	// is gone or was taken over.
+	CompleteIdempotencyKey(ctx context.Context, scope, key string, reservedAt time.Time, status int, body []byte) error
+	// ReleaseIdempotencyKey forgets the reservation of (scope, key) created at
+	// reservedAt, whose request failed, so the client may retry. A
+	// reservation that is gone or was taken over is left alone.
+	ReleaseIdempotencyKey(ctx context.Context, scope, key string, reservedAt time.Time) error
 }
 
 // Store is a backend: Queries plus transactions and lifecycle.

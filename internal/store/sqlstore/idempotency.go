@@ -31,16 +31,34 @@ func (q *queries) ReserveIdempotencyKey(ctx context.Context, r store.Idempotency
 	return found, err
 }
 
-func (q *queries) CompleteIdempotencyKey(ctx context.Context, scope, key string, status int, body []byte) error {
-	n, err := q.exec(ctx, `UPDATE idempotency_keys SET status = ?, body = ? WHERE scope = ? AND idem_key = ?`,
-		status, body, scope, key)
+func (q *queries) TakeOverIdempotencyKey(ctx context.Context, scope, key, requestHash string, staleBefore, at time.Time) error {
+	// One conditional UPDATE: the row lock (PostgreSQL) or the write lock
+	// (SQLite) makes concurrent takers queue, and every taker after the
+	// first sees created_at = at, which is not before staleBefore.
+	n, err := q.exec(ctx, `UPDATE idempotency_keys SET created_at = ?
+		WHERE scope = ? AND idem_key = ? AND status = 0 AND request_hash = ? AND created_at < ?`,
+		ts(at), scope, key, requestHash, ts(staleBefore))
 	if err == nil && n == 0 {
 		return store.ErrNotFound
 	}
 	return err
 }
 
-func (q *queries) ReleaseIdempotencyKey(ctx context.Context, scope, key string) error {
-	_, err := q.exec(ctx, `DELETE FROM idempotency_keys WHERE scope = ? AND idem_key = ?`, scope, key)
+// Complete and release act only on the reservation the caller made: once
+// another request took it over, created_at differs.
+
+func (q *queries) CompleteIdempotencyKey(ctx context.Context, scope, key string, reservedAt time.Time, status int, body []byte) error {
+	n, err := q.exec(ctx, `UPDATE idempotency_keys SET status = ?, body = ?
+		WHERE scope = ? AND idem_key = ? AND status = 0 AND created_at = ?`,
+		status, body, scope, key, ts(reservedAt))
+	if err == nil && n == 0 {
+		return store.ErrNotFound
+	}
+	return err
+}
+
+func (q *queries) ReleaseIdempotencyKey(ctx context.Context, scope, key string, reservedAt time.Time) error {
+	_, err := q.exec(ctx, `DELETE FROM idempotency_keys WHERE scope = ? AND idem_key = ? AND status = 0 AND created_at = ?`,
+		scope, key, ts(reservedAt))
 	return err
 }
