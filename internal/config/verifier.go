@@ -39,6 +39,7 @@ type Verifier struct {
 
 	ReadHeaderTimeout time.Duration
 	ReadIdleTimeout   time.Duration
+	ReadMinRate       int64
 }
 
 // KeyFlags registers the flags that say which tokens are valid.
@@ -66,6 +67,7 @@ func (c *Verifier) ServeFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.ForwardHeaders, "forward-auth-headers", "", "forward-auth mode: the proxy whose headers carry the original method and URI: nginx (X-Original-Method, X-Original-URI), traefik or caddy (X-Forwarded-Method, X-Forwarded-Uri), both only from --trusted-proxies; envoy (the request's own method and path)")
 	fs.DurationVar(&c.ReadHeaderTimeout, "read-header-timeout", 10*time.Second, "time a client has to send a request's headers")
 	fs.DurationVar(&c.ReadIdleTimeout, "read-idle-timeout", 30*time.Second, "longest a request body may make no progress; a stalled body ends the request and the connection is closed (a long upload that keeps sending is never cut off)")
+	fs.Int64Var(&c.ReadMinRate, "read-min-rate", 1024, "least average rate, in bytes per second, of a request body once its first --read-idle-timeout of waiting is spent; a slower body ends the request with 408 and the connection is closed (0 = no minimum)")
 	fs.IntVar(&c.CacheSize, "cache-size", 10000, "verified tokens remembered until they expire (0 = off); skips repeated RSA work")
 }
 
@@ -156,6 +158,9 @@ func (c *Verifier) ValidateServe() error {
 	}
 	if c.ReadIdleTimeout <= 0 || c.ReadIdleTimeout > 10*time.Minute {
 		add("--read-idle-timeout must be above 0 and at most 10m, got %s", c.ReadIdleTimeout)
+	}
+	if c.ReadMinRate < 0 {
+		add("--read-min-rate must not be negative (0 is no minimum), got %d", c.ReadMinRate)
 	}
 	for _, o := range c.BrowserOrigins {
 		if err := ValidOrigin(o); err != nil {

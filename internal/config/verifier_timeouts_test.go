@@ -18,6 +18,8 @@ func TestVerifierValidateTimeouts(t *testing.T) {
 		{"header zero", func(c *Verifier) { c.ReadHeaderTimeout = 0 }, "--read-header-timeout"},
 		{"idle zero", func(c *Verifier) { c.ReadIdleTimeout = 0 }, "--read-idle-timeout"},
 		{"idle long", func(c *Verifier) { c.ReadIdleTimeout = 11 * time.Minute }, "--read-idle-timeout"},
+		{"min rate off", func(c *Verifier) { c.ReadMinRate = 0 }, ""},
+		{"min rate negative", func(c *Verifier) { c.ReadMinRate = -1 }, "--read-min-rate"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var c Verifier

@@ -119,8 +119,9 @@ func uploadApp(t *testing.T) *httptest.Server {
 }
 
 // startUploadVerifier runs a verifier in front of uploadApp with a read
-// idle timeout of idle, and returns it and a token it accepts.
-func startUploadVerifier(t *testing.T, idle string) (*verifierProc, string) {
+// idle timeout of idle (and more flags), and returns it and a token it
+// accepts.
+func startUploadVerifier(t *testing.T, idle string, flags ...string) (*verifierProc, string) {
 	t.Helper()
 	ks := verifytest.NewKeySet(t)
 	ks.Issuer, ks.Audience = "http://issuer.test", "api"
@@ -128,7 +129,7 @@ func startUploadVerifier(t *testing.T, idle string) (*verifierProc, string) {
 	if err := os.WriteFile(jwks, ks.JWKS(), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	v := startVerifier(t, "--upstream", uploadApp(t).URL, "--jwks-file", jwks, "--read-idle-timeout", idle)
+	v := startVerifier(t, append([]string{"--upstream", uploadApp(t).URL, "--jwks-file", jwks, "--read-idle-timeout", idle}, flags...)...)
 	v.waitReady(t)
 	return v, ks.Token(t, "user-1")
 }
@@ -165,11 +166,22 @@ func wantRequestTimeout(t *testing.T, what string, got *response) {
 	}
 }
 
+func TestVerifierCutsOffATrickledBody(t *testing.T) {
+	v, tok := startUploadVerifier(t, "1s", "--read-min-rate", "1024")
+	head := "POST /upload HTTP/1.1\r\nHost: app.test\r\nAuthorization: Bearer " + tok +
+		"\r\nContent-Type: application/octet-stream\r\nContent-Length: 2000\r\n\r\nx"
+	// A byte every 100 ms, ten times within the idle timeout: only the
+	// minimum rate can end it before it completes, 200 s from now.
+	got := cutOff(t, slowClient(t, v.addr["proxy"], head, true))
+	wantRequestTimeout(t, "trickled body", got)
+}
+
 func TestVerifierPassesASteadyUpload(t *testing.T) {
 	// Twenty chunks a quarter second apart: the upload lasts more than
 	// twice the idle timeout; no gap between two chunks comes near it.
 	const idle = 2 * time.Second
-	v, tok := startUploadVerifier(t, idle.String())
+	// 128 KiB/s, over a hundred times the minimum rate.
+	v, tok := startUploadVerifier(t, idle.String(), "--read-min-rate", "1024")
 	pr, pw := io.Pipe()
 	sum := sha256.New()
 	var total int64

@@ -13,8 +13,8 @@ import (
 
 // ErrBodyTimeout is what a handler reading a request body gets when the
 // client sends it too slowly: the whole body did not arrive within the
-// body timeout, or one read waited longer than the idle timeout for a
-// byte. It wraps the network's timeout error; the request's connection is
+// body timeout, one read waited longer than the idle timeout for a byte,
+// or the body came slower than the minimum rate. It wraps the network's timeout error; the request's connection is
 // closed once the handler has answered.
 var ErrBodyTimeout = errors.New("httpserver: request body read timed out")
 
@@ -22,20 +22,24 @@ var ErrBodyTimeout = errors.New("httpserver: request body read timed out")
 // unbounded without a ReadTimeout (and a ReadTimeout would also cancel a
 // handler that runs past it): before each read of the body it sets the
 // connection's read deadline to the earlier of the request's start plus
-// total and now plus idle, and clears it once the body is read to its end.
-// A zero duration is no bound. Bodiless requests pass untouched, so a
+// total and now plus idle (shortened, with a minimum rate, to what the
+// bytes received so far have paid for), and clears it once the body is
+// read to its end. A zero duration or rate is no bound. Bodiless requests pass untouched, so a
 // connection hijacked for an upgrade (a WebSocket handshake has no body)
 // inherits no deadline; an Upgrade header is no way around the bound.
-func bodyDeadlines(total, idle time.Duration, next http.Handler) http.Handler {
+func bodyDeadlines(total, idle time.Duration, minRate int64, next http.Handler) http.Handler {
 	if total <= 0 && idle <= 0 {
 		return next
+	}
+	if idle <= 0 {
+		minRate = 0 // the rate is paid against the idle window
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Body == nil || r.Body == http.NoBody {
 			next.ServeHTTP(w, r)
 			return
 		}
-		b := &deadlineBody{ReadCloser: r.Body, ctl: http.NewResponseController(w), start: time.Now(), total: total, idle: idle}
+		b := &deadlineBody{ReadCloser: r.Body, ctl: http.NewResponseController(w), start: time.Now(), total: total, idle: idle, minRate: minRate}
 		r = r.WithContext(context.WithValue(r.Context(), bodyKey{}, b))
 		r.Body = b
 		next.ServeHTTP(w, r)
@@ -69,11 +73,14 @@ type deadlineBody struct {
 	ctl         *http.ResponseController
 	start       time.Time
 	total, idle time.Duration
+	minRate     int64 // bytes per second; 0 is none
 
 	mu       sync.Mutex
-	eof      bool // the body was read to its end; the deadline is cleared
-	timedOut bool // a read hit the deadline
-	finished bool // the handler returned; the connection may serve the next request
+	received int64         // body bytes read so far
+	waited   time.Duration // time spent inside reads of the body
+	eof      bool          // the body was read to its end; the deadline is cleared
+	timedOut bool          // a read hit the deadline
+	finished bool          // the handler returned; the connection may serve the next request
 }
 
 // deadline is when a read starting at now must have returned.
@@ -83,11 +90,31 @@ func (b *deadlineBody) deadline(now time.Time) time.Time {
 		d = b.start.Add(b.total)
 	}
 	if b.idle > 0 {
-		if i := now.Add(b.idle); d.IsZero() || i.Before(d) {
+		if i := now.Add(b.wait()); d.IsZero() || i.Before(d) {
 			d = i
 		}
 	}
 	return d
+}
+
+// wait is how long the next read may wait for a byte: the idle timeout,
+// or less when a minimum rate is set and the body is behind it. As with
+// Apache's mod_reqtimeout MinRate, the first idle window is free and each
+// byte received buys 1/minRate s more; what is spent is the time the
+// reads waited for the client, not the time since the start, so a handler
+// that reads slowly (a reverse proxy whose upstream takes its time) is
+// not blamed on the client, whose bytes wait in the socket meanwhile. A
+// body behind the rate gets a deadline already past: its next read that
+// needs the network fails at once.
+func (b *deadlineBody) wait() time.Duration {
+	if b.minRate <= 0 {
+		return b.idle
+	}
+	budget := b.idle.Seconds() + float64(b.received)/float64(b.minRate) - b.waited.Seconds()
+	if budget >= b.idle.Seconds() {
+		return b.idle
+	}
+	return time.Duration(budget * float64(time.Second))
 }
 
 func (b *deadlineBody) Read(p []byte) (int, error) {
@@ -98,13 +125,16 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 	}
 	// A writer that cannot set deadlines (none of net/http's) leaves the
 	// body unbounded, as it was.
-	_ = b.ctl.SetReadDeadline(b.deadline(time.Now()))
+	began := time.Now()
+	_ = b.ctl.SetReadDeadline(b.deadline(began))
 	b.mu.Unlock()
 
 	n, err := b.ReadCloser.Read(p)
 
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.received += int64(n)
+	b.waited += time.Since(began)
 	switch {
 	case err == io.EOF && !b.finished:
 		b.eof = true

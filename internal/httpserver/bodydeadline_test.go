@@ -54,13 +54,16 @@ func TestBodyDeadlinesEndATrickledBody(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		opts    Options
-		trickle bool   // keep sending a byte every 20 ms, so only the total bound can fire
-		headers string // more request headers
+		every   time.Duration // keep sending a byte this often (0: stall), never idle for long
+		headers string        // more request headers
 	}{
-		{"total bound, body trickles", Options{BodyTimeout: 300 * time.Millisecond}, true, ""},
-		{"idle bound, body stalls", Options{BodyIdleTimeout: 300 * time.Millisecond}, false, ""},
-		{"idle bound, body stalls under an Upgrade header", Options{BodyIdleTimeout: 300 * time.Millisecond}, false,
+		{"total bound, body trickles", Options{BodyTimeout: 300 * time.Millisecond}, 20 * time.Millisecond, ""},
+		{"idle bound, body stalls", Options{BodyIdleTimeout: 300 * time.Millisecond}, 0, ""},
+		{"idle bound, body stalls under an Upgrade header", Options{BodyIdleTimeout: 300 * time.Millisecond}, 0,
 			"Connection: Upgrade\r\nUpgrade: h2c\r\n"},
+		// A byte a second, each well within the idle timeout: only the
+		// minimum rate can end it.
+		{"minimum rate, body trickles a byte a second", Options{BodyIdleTimeout: 1500 * time.Millisecond, BodyMinRate: 1024}, time.Second, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			errs := make(chan error, 1)
@@ -76,9 +79,9 @@ func TestBodyDeadlinesEndATrickledBody(t *testing.T) {
 			}
 			stop := make(chan struct{})
 			defer close(stop)
-			if tc.trickle {
+			if tc.every > 0 {
 				go func() {
-					tick := time.NewTicker(20 * time.Millisecond)
+					tick := time.NewTicker(tc.every)
 					defer tick.Stop()
 					for {
 						select {
@@ -115,8 +118,22 @@ func TestBodyDeadlinesEndATrickledBody(t *testing.T) {
 
 func TestBodyIdleTimeoutAllowsASteadyUpload(t *testing.T) {
 	const idle = 2 * time.Second
+	for _, tc := range []struct {
+		name string
+		opts Options
+	}{
+		{"idle bound", Options{BodyIdleTimeout: idle}},
+		// The upload sends 128 KiB/s for more than twice the idle
+		// window: twice the minimum rate.
+		{"idle bound and minimum rate", Options{BodyIdleTimeout: idle, BodyMinRate: 64 << 10}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testSteadyUpload(t, idle, tc.opts) })
+	}
+}
+
+func testSteadyUpload(t *testing.T, idle time.Duration, opts Options) {
 	errs := make(chan error, 1)
-	addr := serveTest(t, Options{BodyIdleTimeout: idle}, readAllHandler(errs))
+	addr := serveTest(t, opts, readAllHandler(errs))
 	pr, pw := io.Pipe()
 	sum := sha256.New()
 	total := 0
@@ -145,6 +162,48 @@ func TestBodyIdleTimeoutAllowsASteadyUpload(t *testing.T) {
 	}
 	if want := fmt.Sprintf("%d %x", total, sum.Sum(nil)); res.StatusCode != http.StatusOK || string(got) != want {
 		t.Errorf("upload answered %d %q, want 200 %q", res.StatusCode, got, want)
+	}
+}
+
+// TestBodyMinRateSparesASlowReader checks that the minimum rate charges
+// the client only for the time the reads waited for it: a handler that
+// reads a body, sent at once, slowly (as a reverse proxy does when its
+// upstream takes its time) is not cut off, although the whole read lasts
+// far longer than the idle window plus what the bytes paid for.
+func TestBodyMinRateSparesASlowReader(t *testing.T) {
+	const size = 32 << 10
+	errs := make(chan error, 1)
+	addr := serveTest(t, Options{BodyIdleTimeout: 300 * time.Millisecond, BodyMinRate: 1 << 20},
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			buf := make([]byte, 1<<10)
+			n := 0
+			for {
+				m, err := io.ReadFull(r.Body, buf)
+				n += m
+				if err == io.EOF || err == io.ErrUnexpectedEOF {
+					break
+				}
+				if err != nil {
+					errs <- err
+					w.WriteHeader(http.StatusRequestTimeout)
+					return
+				}
+				time.Sleep(50 * time.Millisecond) // the slow upstream: 32 reads, 1.6 s
+			}
+			errs <- nil
+			fmt.Fprint(w, n)
+		}))
+	res, err := http.Post("http://"+addr+"/", "application/octet-stream", strings.NewReader(strings.Repeat("x", size)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	got, _ := io.ReadAll(res.Body)
+	if err := <-errs; err != nil {
+		t.Fatalf("reading the body slowly: %v, want no error", err)
+	}
+	if res.StatusCode != http.StatusOK || string(got) != fmt.Sprint(size) {
+		t.Errorf("slow reader answered %d %q, want 200 %q", res.StatusCode, got, fmt.Sprint(size))
 	}
 }
 

@@ -32,6 +32,13 @@ type Options struct {
 	// so a long upload stays possible while a stalled one does not hold
 	// the connection.
 	BodyIdleTimeout time.Duration
+	// BodyMinRate, in bytes per second, is the least a body must average
+	// once the first BodyIdleTimeout of waiting for it is spent (none by
+	// default; it needs BodyIdleTimeout): each byte received buys 1/rate
+	// s more, so a body trickled a byte at a time, never idle for long,
+	// still ends with ErrBodyTimeout. Only the time spent waiting for the
+	// client counts, not the time the handler takes between reads.
+	BodyMinRate int64
 }
 
 func (o Options) withDefaults() Options {
@@ -68,7 +75,7 @@ func New(name string, logger *slog.Logger, handler http.Handler, opts Options) *
 		name:   name,
 		logger: logger,
 		srv: &http.Server{
-			Handler:           bodyDeadlines(opts.BodyTimeout, opts.BodyIdleTimeout, handler),
+			Handler:           bodyDeadlines(opts.BodyTimeout, opts.BodyIdleTimeout, opts.BodyMinRate, handler),
 			ReadHeaderTimeout: opts.ReadHeaderTimeout,
 			ReadTimeout:       opts.ReadTimeout,
 			WriteTimeout:      opts.WriteTimeout,

@@ -153,8 +153,9 @@ func Serve(ctx context.Context, cfg config.Verifier, log *slog.Logger) error {
 	}
 	h = httpserver.RequestID(httpserver.AccessLog(log, httpserver.Recover(log, h)))
 	// The verifier proxies uploads of any length: a body is bounded by
-	// how long it may stall, not by how long it takes.
-	timeouts := httpserver.Options{ReadHeaderTimeout: cfg.ReadHeaderTimeout, BodyIdleTimeout: cfg.ReadIdleTimeout}
+	// how long it may stall and how slowly it may trickle, not by how
+	// long it takes.
+	timeouts := httpserver.Options{ReadHeaderTimeout: cfg.ReadHeaderTimeout, BodyIdleTimeout: cfg.ReadIdleTimeout, BodyMinRate: cfg.ReadMinRate}
 	main := httpserver.New("proxy", log, h, timeouts)
 	admin := httpserver.New("admin", log, adminMux(reg, ks), timeouts)
 	if err := main.Listen(cfg.Listen); err != nil {
