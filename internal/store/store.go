@@ -166,6 +166,7 @@ type IdempotencyRecord struct {
 type Queries interface {
 	AccountQueries
 	AdminQueries
+	WebhookQueries
 
 	// CreateUser inserts u. ErrAlreadyExists when EmailNormalized is taken.
 	CreateUser(ctx context.Context, u User) error

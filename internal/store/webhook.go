@@ -138,20 +138,27 @@ type WebhookQueries interface {
 	// again, due at now, with its lease cleared. ErrNotFound when absent.
 	RetryWebhookDelivery(ctx context.Context, id string, now time.Time) error
 	// ClaimWebhookDeliveries leases at most limit pending deliveries due
-	// at now whose lease is free or expired, at most perEndpoint of one
-	// endpoint, oldest due first, until now+lease. Concurrent claimers
-	// (other replicas) never lease the same delivery at once.
+	// at now whose lease is free or expired, oldest due first, until
+	// now+lease. Concurrent claimers (other replicas) never lease the same
+	// delivery at once. An endpoint holds at most perEndpoint leases at
+	// once, counting those it already holds (with any claimer), so that a
+	// dead endpoint cannot take every slot. Deliveries of a disabled
+	// endpoint are not claimed: they wait until it is enabled again.
 	ClaimWebhookDeliveries(ctx context.Context, now time.Time, limit, perEndpoint int, lease time.Duration) ([]ClaimedDelivery, error)
 	// RecordWebhookAttempt records an attempt of a leased delivery and
 	// releases the lease: attempts+1, the outcome, and the new status.
+	// ErrNotFound when the delivery is absent or no longer pending (another
+	// claimer finished it after this one's lease lapsed); it is then left
+	// as it is.
 	RecordWebhookAttempt(ctx context.Context, id string, a WebhookAttempt) error
 	// ReleaseWebhookDelivery gives a leased delivery back untried (at
-	// shutdown), due at once.
+	// shutdown), due at once. ErrNotFound when it is absent or no longer
+	// pending.
 	ReleaseWebhookDelivery(ctx context.Context, id string) error
 	// PruneWebhookDeliveries deletes delivered and failed deliveries
 	// created before before, and returns how many.
 	PruneWebhookDeliveries(ctx context.Context, before time.Time) (int, error)
 	// OldestPendingWebhookDelivery returns the creation time of the oldest
-	// pending delivery, or nil when none is pending.
+	// pending delivery of an enabled endpoint, or nil when none is pending.
 	OldestPendingWebhookDelivery(ctx context.Context) (*time.Time, error)
 }

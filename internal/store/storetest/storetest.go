@@ -41,6 +41,7 @@ func RunTests(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Idempotency", idempotencyTests},
 		{"Account", accountTests},
 		{"Admin", adminTests},
+		{"Webhooks", webhookTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
