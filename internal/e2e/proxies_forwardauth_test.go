@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -358,6 +359,35 @@ func testReadmeForwardAuth(t *testing.T, v *verifierProc, id identity, a *app, b
 	t.Run("cookie GET needs no CSRF proof", func(t *testing.T) {
 		r := request(t, "GET", base+"/private", http.Header{"Cookie": {cookie}, "Origin": {fwdEvilOrigin}})
 		wantStatus(t, "cookie GET (the proxy tells the method)", r, http.StatusOK)
+	})
+
+	t.Run("the app never receives the refresh or CSRF cookie", func(t *testing.T) {
+		secrets := "__Host-refresh_token=r3fresh; __Host-csrf_token=c5rf"
+		for _, tc := range []struct {
+			name, path string
+			h          http.Header
+			want       []string // the app's Cookie header; nil for none at all
+		}{
+			{"access, refresh, CSRF and another cookie", "/private",
+				http.Header{"Cookie": {"__Host-access_token=" + tok + "; " + secrets + "; theme=dark"}},
+				[]string{"__Host-access_token=" + tok + "; theme=dark"}},
+			{"refresh and CSRF cookies beside a bearer token", "/private",
+				http.Header{"Cookie": {secrets}, "Authorization": {"Bearer " + tok}}, nil},
+			{"refresh and CSRF cookies on a public path", "/healthz", http.Header{"Cookie": {secrets}}, nil},
+		} {
+			r := request(t, "GET", base+tc.path, tc.h)
+			wantStatus(t, "GET "+tc.path+" with "+tc.name, r, http.StatusOK)
+			got, ok := a.last()["Cookie"]
+			switch {
+			case tc.want == nil && ok:
+				t.Errorf("%s: app saw Cookie %q, want no Cookie header at all", tc.name, got)
+			case tc.want != nil && !slices.Equal(got, tc.want):
+				t.Errorf("%s: app saw Cookie %q, want %q", tc.name, got, tc.want)
+			}
+			if v := a.last().Get("X-Auth-Cookie"); v != "" {
+				t.Errorf("%s: app saw X-Auth-Cookie %q, want none", tc.name, v)
+			}
+		}
 	})
 
 	t.Run("h2c upgrade on a public path, then a private request on the connection", func(t *testing.T) {

@@ -78,6 +78,10 @@ const (
 // the token is valid or the original path is public, else the same 401
 // the proxy mode gives.
 //
+// The 200 also carries the request's cookies without the issuer's refresh
+// and CSRF cookies, which the proxy, not the verifier, forwards to the app
+// (see setAppCookies).
+//
 // The original URI and method come only from the headers of the
 // configured contract (Config.ForwardHeaders), and, for nginx, Traefik and
 // Caddy, only from a trusted proxy: from anyone else the URI matches no
@@ -87,11 +91,42 @@ const (
 // own headers on, and only the contract's were set by the proxy.
 type ForwardAuth struct {
 	gate
+	hiddenCookies []string // never handed to the app
 }
 
 // NewForwardAuth returns the forward-auth handler.
 func NewForwardAuth(v *verify.Verifier, cfg Config) *ForwardAuth {
-	return &ForwardAuth{gate{v: v, cfg: cfg}}
+	return &ForwardAuth{gate: gate{v: v, cfg: cfg}, hiddenCookies: hiddenCookies(cfg)}
+}
+
+// HeaderAppCookie is the forward-auth answer's copy of the request's
+// Cookie header without the hidden cookies, always present and empty when
+// none is left: the nginx and Caddy examples set the app's Cookie header
+// from it (and send none when it is empty).
+const HeaderAppCookie = "X-Auth-Cookie"
+
+// headerEnvoyRemove lists, in an ext_authz HTTP service's OK answer, the
+// request headers Envoy deletes before forwarding.
+const headerEnvoyRemove = "X-Envoy-Auth-Headers-To-Remove"
+
+// setAppCookies writes what the proxy is to forward to the app as its
+// Cookie header: X-Auth-Cookie always (copied by name, even when empty,
+// so Caddy's copy_headers never leaves the client's in place or writes
+// its placeholder's text); Cookie itself only when a cookie is left, for
+// the proxies that cannot rename a header (Traefik's authResponseHeaders
+// deletes the client's Cookie and copies ours if we send one; Envoy's
+// allowed_upstream_headers replaces it); and, when none is left, Envoy's
+// instruction to delete the client's.
+func (f *ForwardAuth) setAppCookies(h http.Header, req http.Header) {
+	app := http.Header{"Cookie": req.Values("Cookie")}
+	StripCookies(app, f.hiddenCookies...)
+	cookie := app.Get("Cookie")
+	h[HeaderAppCookie] = []string{cookie}
+	if cookie == "" {
+		h[headerEnvoyRemove] = []string{"cookie"}
+		return
+	}
+	h["Cookie"] = []string{cookie}
 }
 
 func (f *ForwardAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -114,6 +149,7 @@ func (f *ForwardAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		id = &verify.Identity{}
 	}
 	SetAllIdentity(w.Header(), id)
+	f.setAppCookies(w.Header(), r.Header)
 	w.WriteHeader(http.StatusOK)
 }
 

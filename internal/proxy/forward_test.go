@@ -232,3 +232,50 @@ func TestForwardAuthUpgrades(t *testing.T) {
 		})
 	}
 }
+
+// TestForwardAuthAppCookies checks that the 200 answer hands the proxy the
+// request's cookies without the issuer's refresh and CSRF cookies, in
+// every form a proxy can copy onto the app's request.
+func TestForwardAuthAppCookies(t *testing.T) {
+	ks := verifytest.NewKeySet(t)
+	tok := ks.Mint(t, verifytest.Claims{Subject: "user-1", Role: "member"})
+	srv := forwardAuthServer(t, ks, proxy.ForwardHeadersEnvoy, true)
+	access := verify.DefaultAccessCookie + "=" + tok
+	secrets := verify.DefaultRefreshCookie + "=r3fresh; " + verify.DefaultCSRFCookie + "=c5rf"
+	for _, tc := range []struct {
+		name   string
+		path   string
+		hdr    http.Header
+		want   string // the app's Cookie header; "" for none
+		remove bool   // Envoy is told to delete the client's Cookie
+	}{
+		{"access, refresh, CSRF and another cookie", "/x",
+			http.Header{"Cookie": {"theme=dark; " + secrets + "; " + access}}, "theme=dark; " + access, false},
+		{"only the hidden cookies, bearer token", "/x",
+			http.Header{"Cookie": {secrets}, "Authorization": {"Bearer " + tok}}, "", true},
+		{"two Cookie lines", "/x",
+			http.Header{"Cookie": {access + "; " + verify.DefaultRefreshCookie + "=r3fresh", "a=1; " + verify.DefaultCSRFCookie + "=c5rf"}}, access + "; a=1", false},
+		{"public path", "/public/a.css", http.Header{"Cookie": {secrets + "; a=1"}}, "a=1", false},
+		{"no cookie", "/public/a.css", nil, "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := send(t, "GET", srv.URL+tc.path, tc.hdr)
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("forward-auth GET %s = %d, want 200", tc.path, resp.StatusCode)
+			}
+			if got, ok := resp.Header[proxy.HeaderAppCookie]; !ok || len(got) != 1 || got[0] != tc.want {
+				t.Errorf("%s = %q (present %t), want [%q]", proxy.HeaderAppCookie, got, ok, tc.want)
+			}
+			got := resp.Header.Values("Cookie")
+			switch {
+			case tc.want == "" && len(got) != 0:
+				t.Errorf("Cookie = %q, want none", got)
+			case tc.want != "" && (len(got) != 1 || got[0] != tc.want):
+				t.Errorf("Cookie = %q, want [%q]", got, tc.want)
+			}
+			if got, want := resp.Header.Get("X-Envoy-Auth-Headers-To-Remove"), map[bool]string{true: "cookie"}[tc.remove]; got != want {
+				t.Errorf("X-Envoy-Auth-Headers-To-Remove = %q, want %q", got, want)
+			}
+		})
+	}
+}

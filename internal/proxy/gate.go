@@ -29,6 +29,18 @@ type Config struct {
 	ForwardHeaders ForwardHeaders
 }
 
+// hiddenCookies are the cookies the app never receives, in either mode:
+// the issuer's refresh and CSRF cookies (under the configured name too).
+// An app, or its logs, holding them could renew the session or answer the
+// CSRF check.
+func hiddenCookies(cfg Config) []string {
+	names := []string{verify.DefaultRefreshCookie, verify.DefaultCSRFCookie}
+	if cfg.Cookies != nil && cfg.Cookies.CSRFCookie != "" && cfg.Cookies.CSRFCookie != verify.DefaultCSRFCookie {
+		names = append(names, cfg.Cookies.CSRFCookie)
+	}
+	return names
+}
+
 // gate is the decision both modes make: public, or a verified identity,
 // or a 401 already written.
 type gate struct {

@@ -41,10 +41,7 @@ func NewProxy(v *verify.Verifier, upstream *url.URL, transport http.RoundTripper
 	if transport == nil {
 		transport = NewTransport()
 	}
-	p := &Proxy{gate: gate{v: v, cfg: cfg}, hiddenCookies: []string{verify.DefaultRefreshCookie, verify.DefaultCSRFCookie}}
-	if cfg.Cookies != nil && cfg.Cookies.CSRFCookie != "" && cfg.Cookies.CSRFCookie != verify.DefaultCSRFCookie {
-		p.hiddenCookies = append(p.hiddenCookies, cfg.Cookies.CSRFCookie)
-	}
+	p := &Proxy{gate: gate{v: v, cfg: cfg}, hiddenCookies: hiddenCookies(cfg)}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:      p.rewrite(upstream),
 		Transport:    transport,
