@@ -23,7 +23,10 @@ import (
 // cutter is a TCP forwarder the test puts between the issuer and
 // PostgreSQL: cut closes its listener and every forwarded connection, so
 // the database is gone as far as the issuer can tell (new connections are
-// refused); restore listens on the same address again.
+// refused); restore listens on the same address again. blackhole closes
+// every forwarded connection too but goes on accepting new ones, only to
+// read from them and never answer, as a host that drops packets or hangs
+// does; unhole forwards again.
 type cutter struct {
 	target string
 	addr   string
@@ -31,6 +34,7 @@ type cutter struct {
 	mu    sync.Mutex
 	ln    net.Listener // nil while cut
 	conns map[net.Conn]bool
+	hole  bool
 }
 
 func newCutter(t *testing.T, target string) *cutter {
@@ -50,6 +54,16 @@ func (c *cutter) serve(ln net.Listener) {
 		client, err := ln.Accept()
 		if err != nil {
 			return
+		}
+		c.mu.Lock()
+		hole := c.hole
+		if hole {
+			c.conns[client] = true
+		}
+		c.mu.Unlock()
+		if hole {
+			go io.Copy(io.Discard, client) // until blackhole or unhole closes it
+			continue
 		}
 		server, err := net.Dial("tcp", c.target)
 		if err != nil {
@@ -87,6 +101,22 @@ func (c *cutter) cut() {
 		c.ln.Close()
 		c.ln = nil
 	}
+	for conn := range c.conns {
+		conn.Close()
+		delete(c.conns, conn)
+	}
+}
+
+// blackhole closes every connection and answers no new one.
+func (c *cutter) blackhole() { c.setHole(true) }
+
+// unhole closes the connections the blackhole holds and forwards again.
+func (c *cutter) unhole() { c.setHole(false) }
+
+func (c *cutter) setHole(hole bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.hole = hole
 	for conn := range c.conns {
 		conn.Close()
 		delete(c.conns, conn)
@@ -437,4 +467,61 @@ func TestAbandonedIdempotencyKeyIsTakenOver(t *testing.T) {
 				replay.status, replay.body, replay.header.Get("Idempotent-Replayed"), first.body)
 		}
 	})
+}
+
+// TestUnreachableDatabaseIsUnavailable puts the issuer's PostgreSQL behind
+// a host that accepts connections and never answers: requests that need
+// the database are answered 503 unavailable (the connect timeout ends the
+// wait) instead of hanging until the client gives up; after it answers
+// again, requests work again.
+func TestUnreachableDatabaseIsUnavailable(t *testing.T) {
+	direct := testdb.Postgres(t)
+	u, err := url.Parse(direct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	px := newCutter(t, u.Host)
+	u.Host = px.addr
+	is := startIssuer(t, u.String(), "--rate-limit-store", "memory")
+	email := uniqueEmail()
+	register(t, is, email)
+	tok := login(t, is, email, strongPassword, "device")
+
+	px.blackhole()
+	for _, p := range []struct {
+		name, method, path string
+		body               any
+		headers            []string
+	}{
+		{"login", "POST", "/v1/login", map[string]string{"email": email, "password": strongPassword}, nil},
+		{"me", "GET", "/v1/me", nil, bearer(tok.Access)},
+		{"register with Idempotency-Key", "POST", "/v1/register", map[string]string{"email": uniqueEmail(), "password": strongPassword},
+			[]string{"Idempotency-Key", "blackhole-" + email}},
+	} {
+		// The client's own timeout (30 s) is what fails this without a
+		// connect timeout.
+		r := do(t, p.method, is.base+p.path, p.body, p.headers...)
+		var code string
+		if r.header.Get("Content-Type") == "application/problem+json" {
+			code, _ = r.json(t)["code"].(string)
+		}
+		if r.status != http.StatusServiceUnavailable || code != "unavailable" || r.header.Get("Retry-After") == "" {
+			t.Errorf("%s while the database does not answer = %d %s (Retry-After %q), want 503 unavailable with Retry-After",
+				p.name, r.status, r.body, r.header.Get("Retry-After"))
+		}
+	}
+	px.unhole()
+	// The pool may still hold a connection the blackhole closed: a client
+	// retries after a 503, and so does this one, until it gets through.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		r := do(t, "GET", is.base+"/v1/me", nil, bearer(tok.Access)...)
+		if r.status == http.StatusOK {
+			break
+		}
+		if r.status != http.StatusServiceUnavailable || time.Now().After(deadline) {
+			t.Fatalf("me after the database answers again = %d %s, want 200 (after 503s at most)", r.status, r.body)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

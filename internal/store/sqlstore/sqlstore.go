@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -102,7 +103,7 @@ func Open(ctx context.Context, url string) (*Store, error) {
 func parseURL(url string) (dialect, driver, dsn string, err error) {
 	switch {
 	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
-		return Postgres, "postgres", withBinaryParameters(url), nil
+		return Postgres, "postgres", withConnectTimeout(withBinaryParameters(url)), nil
 	case strings.HasPrefix(url, "sqlite:"):
 		path := sqlitePath(url)
 		if path == "" || strings.Contains(path, "?") || path == ":memory:" {
@@ -131,6 +132,47 @@ func withBinaryParameters(url string) string {
 		return url + "&binary_parameters=yes"
 	}
 	return url + "?binary_parameters=yes"
+}
+
+// defaultConnectTimeout is the connect_timeout (in seconds) a PostgreSQL
+// URL gets unless it sets one or PGCONNECT_TIMEOUT is set. lib/pq applies it
+// to the whole of opening a connection, the TCP connect and the startup
+// handshake; without it a host that drops packets, or accepts and never
+// answers, holds every request that needs a new connection for as long as
+// the operating system's TCP timeouts (minutes) instead of failing it as
+// unavailable. Requests carry no deadline of their own (a context deadline
+// would not help: lib/pq ignores the context during the handshake and only
+// sends a cancel request for a statement in flight), and a request waiting
+// for a pooled connection gets a failed connect's error as soon as it
+// happens, so this bound is also how long a request waits for the pool
+// while the database cannot be reached. Five seconds is ample for a
+// handshake with a database that answers, TLS included.
+const defaultConnectTimeout = "5"
+
+// withConnectTimeout adds connect_timeout=defaultConnectTimeout unless the
+// operator chose one, in the URL or with PGCONNECT_TIMEOUT (which lib/pq
+// reads, and which a URL parameter would override).
+func withConnectTimeout(dsn string) string {
+	if hasParam(dsn, "connect_timeout") {
+		return dsn
+	}
+	if _, ok := os.LookupEnv("PGCONNECT_TIMEOUT"); ok {
+		return dsn
+	}
+	if strings.Contains(dsn, "?") {
+		return dsn + "&connect_timeout=" + defaultConnectTimeout
+	}
+	return dsn + "?connect_timeout=" + defaultConnectTimeout
+}
+
+// hasParam reports whether the URL dsn sets the query parameter name.
+func hasParam(dsn, name string) bool {
+	u, err := neturl.Parse(dsn)
+	if err != nil {
+		// lib/pq will refuse it; the parameter does not matter.
+		return strings.Contains(dsn, name+"=")
+	}
+	return u.Query().Has(name)
 }
 
 func sqlitePath(url string) string {
@@ -323,6 +365,10 @@ func mapErr(err error) error {
 // or the wait for a pooled connection timed out. A client that went away
 // (context.Canceled) is not an outage.
 func unreachable(err error) bool {
+	if errors.Is(err, context.Canceled) {
+		// Also when a dial was cut short by it: that error is a net.Error.
+		return false
+	}
 	var pqErr *pq.Error
 	if errors.As(err, &pqErr) {
 		switch pqErr.Code {

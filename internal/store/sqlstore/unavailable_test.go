@@ -47,6 +47,19 @@ func TestMapErrUnavailable(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
+	// A dial the request's own cancellation cut short is a net.Error too.
+	_, dialCanceled := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	if dialCanceled == nil {
+		t.Fatalf("dial %s with a canceled context: no error", addr)
+	}
+	pqConnector, err := pq.NewConnector("postgres://postgres@" + addr + "/x?sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, pqDialCanceled := pqConnector.Connect(ctx)
+	if pqDialCanceled == nil {
+		t.Fatalf("pq connect to %s with a canceled context: no error", addr)
+	}
 
 	for _, tc := range []struct {
 		name string
@@ -70,6 +83,8 @@ func TestMapErrUnavailable(t *testing.T) {
 		{"undefined table", &pq.Error{Code: "42P01", Severity: "ERROR"}, nil},
 		{"57014 query canceled", &pq.Error{Code: "57014", Severity: "ERROR"}, nil},
 		{"client went away", ctx.Err(), nil},
+		{"client went away during a dial", dialCanceled, nil},
+		{"client went away during a pq dial", pqDialCanceled, nil},
 		{"other", errors.New("boom"), nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,7 @@
+package sqlstore
+
+// ParseURL and DefaultConnectTimeout expose the URL handling to the
+// external tests.
+var ParseURL = parseURL
+
+const DefaultConnectTimeout = defaultConnectTimeout
