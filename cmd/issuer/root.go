@@ -21,7 +21,7 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServeCmd(), newMigrateCmd(), newUsersCmd(), newAuditCmd(), newKeysCmd(), newVersionCmd())
+	root.AddCommand(newServeCmd(), newMigrateCmd(), newUsersCmd(), newAuditCmd(), newKeysCmd(), newWebhooksCmd(), newVersionCmd())
 	return root
 }
 

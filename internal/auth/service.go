@@ -105,11 +105,15 @@ type Service struct {
 	rand       io.Reader
 	sealer     Sealer
 	mailQueued func()
-	bg         background
+	urls       URLChecker
+	// webhookQueued wakes the webhook dispatcher after a redelivery.
+	webhookQueued func()
+	bg            background
 }
 
 // Sealer seals the link token of a queued mail, bound to the mail's id, so
-// the outbox never holds a token a database reader could use.
+// the outbox never holds a token a database reader could use, and a webhook
+// endpoint's secrets, bound to the endpoint's id.
 type Sealer interface {
 	Seal(plain []byte, context string) ([]byte, error)
 }
@@ -126,6 +130,11 @@ type Deps struct {
 	Rand            io.Reader
 	Sealer          Sealer
 	MailQueued      func() // wakes the mail worker; may be nil
+	// WebhookURLs checks webhook endpoint URLs at registration; the
+	// webhook admin flows fail without it.
+	WebhookURLs URLChecker
+	// WebhookQueued wakes the webhook dispatcher; may be nil.
+	WebhookQueued func()
 }
 
 // New returns a Service.
@@ -146,9 +155,14 @@ func New(d Deps, cfg Config) *Service {
 	if mailQueued == nil {
 		mailQueued = func() {}
 	}
+	webhookQueued := d.WebhookQueued
+	if webhookQueued == nil {
+		webhookQueued = func() {}
+	}
 	return &Service{
 		st: d.Store, hasher: d.Hasher, policy: d.Policy, minter: d.Minter, successor: d.SuccessorSecret,
 		cfg: cfg, log: d.Logger, now: d.Now, rand: d.Rand, sealer: d.Sealer, mailQueued: mailQueued,
+		urls: d.WebhookURLs, webhookQueued: webhookQueued,
 		bg: background{slots: make(chan struct{}, 16)},
 	}
 }

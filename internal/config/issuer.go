@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/mail"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -56,6 +57,30 @@ type Issuer struct {
 	ResetTokenTTL        time.Duration
 	VerifyTokenTTL       time.Duration
 	RequireVerifiedEmail bool
+
+	WebhookTimeout      time.Duration
+	WebhookRetryBackoff time.Duration
+	WebhookMaxAttempts  int
+	WebhookAllowCIDRs   []string
+	WebhookRetention    time.Duration
+	WebhookConcurrency  int
+}
+
+// WebhookGuardFlags registers the outbound URL rules' allow-list, which
+// `issuer serve` and the commands that register webhook URLs share.
+func (c *Issuer) WebhookGuardFlags(fs *pflag.FlagSet) {
+	fs.StringArrayVar(&c.WebhookAllowCIDRs, "webhook-allow-cidr", nil, "a range (CIDR) webhook URLs may reach although it is loopback, private or otherwise internal, over http too, e.g. an in-cluster service network (repeatable)")
+}
+
+// WebhookAllow parses --webhook-allow-cidr (already validated).
+func (c *Issuer) WebhookAllow() []netip.Prefix {
+	var out []netip.Prefix
+	for _, s := range c.WebhookAllowCIDRs {
+		if p, err := netip.ParsePrefix(s); err == nil {
+			out = append(out, p.Masked())
+		}
+	}
+	return out
 }
 
 // Mail modes.
@@ -149,6 +174,12 @@ func (c *Issuer) ServeFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.MailRetryBackoff, "mail-retry-backoff", 30*time.Second, "wait after a mail's first failed delivery; it doubles with each further failure, up to 1h")
 	fs.DurationVar(&c.MailPollInterval, "mail-poll-interval", 10*time.Second, "how often the mail queue is checked besides when a request queues a mail (mails of other replicas, retries, deliveries a crashed process left)")
 	fs.BoolVar(&c.RequireVerifiedEmail, "require-verified-email", false, "refuse login (403 email_not_verified) until the email address is verified")
+	c.WebhookGuardFlags(fs)
+	fs.DurationVar(&c.WebhookTimeout, "webhook-timeout", 5*time.Second, "time one webhook delivery has, connect to the end of the response; only a 2xx within it is success")
+	fs.DurationVar(&c.WebhookRetryBackoff, "webhook-retry-backoff", 30*time.Second, "wait after a delivery's first failure; it doubles per failure, with full jitter")
+	fs.IntVar(&c.WebhookMaxAttempts, "webhook-max-attempts", 12, "attempts of one delivery before it is marked failed (12 with 30s backoff: about a day)")
+	fs.DurationVar(&c.WebhookRetention, "webhook-retention", 720*time.Hour, "how long delivered and failed deliveries are kept for the deliveries list and redelivery")
+	fs.IntVar(&c.WebhookConcurrency, "webhook-concurrency", 8, "webhook deliveries one replica sends at once")
 }
 
 // Embedded reports whether the database is the SQLite embedded default,
@@ -176,6 +207,11 @@ func (c *Issuer) Validate() error {
 	}
 	if _, err := ParseLogLevel(c.LogLevel); err != nil {
 		errs = append(errs, err)
+	}
+	for _, s := range c.WebhookAllowCIDRs {
+		if _, err := netip.ParsePrefix(s); err != nil {
+			add("--webhook-allow-cidr must be a CIDR like 10.96.0.0/12 or fd00::/8, got %q", s)
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -277,6 +313,21 @@ func (c *Issuer) ValidateServe() error {
 	}
 	if c.MailPollInterval < 10*time.Millisecond || c.MailPollInterval > time.Hour {
 		add("--mail-poll-interval must be between 10ms and 1h, got %s", c.MailPollInterval)
+	}
+	if c.WebhookTimeout < 100*time.Millisecond || c.WebhookTimeout > time.Minute {
+		add("--webhook-timeout must be between 100ms and 1m, got %s", c.WebhookTimeout)
+	}
+	if c.WebhookRetryBackoff < 10*time.Millisecond || c.WebhookRetryBackoff > time.Hour {
+		add("--webhook-retry-backoff must be between 10ms and 1h, got %s", c.WebhookRetryBackoff)
+	}
+	if c.WebhookMaxAttempts < 1 || c.WebhookMaxAttempts > 50 {
+		add("--webhook-max-attempts must be between 1 and 50, got %d", c.WebhookMaxAttempts)
+	}
+	if c.WebhookRetention < time.Hour {
+		add("--webhook-retention must be at least 1h, got %s", c.WebhookRetention)
+	}
+	if c.WebhookConcurrency < 1 || c.WebhookConcurrency > 256 {
+		add("--webhook-concurrency must be between 1 and 256, got %d", c.WebhookConcurrency)
 	}
 	return errors.Join(errs...)
 }

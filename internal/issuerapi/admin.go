@@ -13,16 +13,16 @@ import (
 
 // adminRoutes are the operators' endpoints (API.md section 2). Each needs
 // an access token, and the admin role before anything of the request is
-// read.
+// read. The webhook registry's routes are among them.
 func (a *API) adminRoutes() []route {
-	return []route{
+	return append([]route{
 		{pattern: "GET /v1/admin/users", protected: true, handler: a.admin(a.adminUsers)},
 		{pattern: "GET /v1/admin/users/{id}", protected: true, handler: a.admin(a.adminUser)},
 		{pattern: "PATCH /v1/admin/users/{id}", protected: true, handler: a.admin(a.adminUpdateUser)},
 		{pattern: "GET /v1/admin/users/{id}/sessions", protected: true, handler: a.admin(a.adminSessions)},
 		{pattern: "DELETE /v1/admin/users/{id}/sessions", protected: true, handler: a.admin(a.adminRevokeSessions)},
 		{pattern: "GET /v1/admin/audit", protected: true, handler: a.admin(a.adminAudit)},
-	}
+	}, a.webhookRoutes()...)
 }
 
 // adminHandler is a handler of an admin route, given the acting admin.

@@ -15,6 +15,7 @@ import (
 	"github.com/palisade-auth/palisade/internal/auth"
 	"github.com/palisade-auth/palisade/internal/config"
 	"github.com/palisade-auth/palisade/internal/keys"
+	"github.com/palisade-auth/palisade/internal/netguard"
 	"github.com/palisade-auth/palisade/internal/password"
 	"github.com/palisade-auth/palisade/internal/store/sqlstore"
 	"github.com/palisade-auth/palisade/internal/token"
@@ -30,7 +31,13 @@ type App struct {
 	// MailQueued wakes the mail worker when a flow queued a mail; a no-op
 	// until Serve starts one.
 	MailQueued func()
-	now        func() time.Time
+	// Guard applies the outbound URL rules to webhook endpoints, at
+	// registration and when delivering (--webhook-allow-cidr).
+	Guard *netguard.Guard
+	// WebhookQueued wakes the webhook dispatcher after a redelivery; a
+	// no-op until Serve starts one.
+	WebhookQueued func()
+	now           func() time.Time
 }
 
 // Open connects to the database (applying migrations when migrate is set)
@@ -60,7 +67,10 @@ func Open(ctx context.Context, cfg config.Issuer, log *slog.Logger, migrate bool
 	km := keys.NewManager(st, sealer, keys.Options{
 		AccessTokenTTL: cfg.AccessTokenTTL, ClockSkew: cfg.ClockSkew, ReloadInterval: cfg.KeyReloadInterval,
 	}, now, rand.Reader)
-	return &App{Cfg: cfg, Log: log, Store: st, Sealer: sealer, Keys: km, MailQueued: func() {}, now: now}, nil
+	return &App{
+		Cfg: cfg, Log: log, Store: st, Sealer: sealer, Keys: km, MailQueued: func() {},
+		Guard: netguard.New(netguard.Config{Allow: cfg.WebhookAllow()}), WebhookQueued: func() {}, now: now,
+	}, nil
 }
 
 // loadKEK reads the key-encryption key. Only the embedded default may
@@ -108,6 +118,8 @@ func (a *App) authWith(hasher *password.Hasher, issuerURL, audience string, refr
 		Rand:            rand.Reader,
 		Sealer:          a.Sealer,
 		MailQueued:      a.MailQueued,
+		WebhookURLs:     a.Guard,
+		WebhookQueued:   a.WebhookQueued,
 	}, auth.Config{
 		RefreshTokenTTL: refreshTTL, RefreshReuseLeeway: leeway, SessionMaxLifetime: a.Cfg.SessionMaxLifetime,
 		ResetTokenTTL: a.Cfg.ResetTokenTTL, VerifyTokenTTL: a.Cfg.VerifyTokenTTL, RequireVerifiedEmail: a.Cfg.RequireVerifiedEmail,
