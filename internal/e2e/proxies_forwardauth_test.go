@@ -368,8 +368,8 @@ func testReadmeForwardAuth(t *testing.T, v *verifierProc, id identity, a *app, b
 			h          http.Header
 			want       []string // the app's Cookie header; nil for none at all
 		}{
-			{"access, refresh, CSRF and another cookie", "/private",
-				http.Header{"Cookie": {"__Host-access_token=" + tok + "; " + secrets + "; theme=dark"}},
+			{"access, refresh, CSRF and another cookie, and a client's X-Auth-Cookie", "/private",
+				http.Header{"Cookie": {"__Host-access_token=" + tok + "; " + secrets + "; theme=dark"}, "X-Auth-Cookie": {"evil=1"}},
 				[]string{"__Host-access_token=" + tok + "; theme=dark"}},
 			{"refresh and CSRF cookies beside a bearer token", "/private",
 				http.Header{"Cookie": {secrets}, "Authorization": {"Bearer " + tok}}, nil},
