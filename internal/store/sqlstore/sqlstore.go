@@ -362,8 +362,13 @@ func mapErr(err error) error {
 // was refused, reset or dropped (database/sql and lib/pq report a dropped
 // connection as driver.ErrBadConn, io.EOF or a net.Error), the server is
 // shutting down or starting up (SQLSTATE class 08, 57P01-57P03), or a dial
-// or the wait for a pooled connection timed out. A client that went away
-// (context.Canceled) is not an outage.
+// or the wait for a pooled connection timed out. On SQLite the file is
+// the server: the write lock still held by another connection when
+// busy_timeout ran out (SQLITE_BUSY), the disk failing or full
+// (SQLITE_IOERR, SQLITE_FULL) or the file out of reach (SQLITE_CANTOPEN)
+// are conditions a retry may pass; a damaged file (SQLITE_CORRUPT,
+// SQLITE_NOTADB) or a statement's own fault is not. A client that went
+// away (context.Canceled) is not an outage.
 func unreachable(err error) bool {
 	if errors.Is(err, context.Canceled) {
 		// Also when a dial was cut short by it: that error is a net.Error.
@@ -376,6 +381,14 @@ func unreachable(err error) bool {
 			return true
 		}
 		return pqErr.Code.Class() == "08" // connection_exception
+	}
+	var liteErr *sqlite.Error
+	if errors.As(err, &liteErr) {
+		switch liteErr.Code() & 0xff { // the primary code of an extended one
+		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_FULL, sqlite3.SQLITE_CANTOPEN:
+			return true
+		}
+		return false
 	}
 	var netErr net.Error
 	return errors.As(err, &netErr) ||

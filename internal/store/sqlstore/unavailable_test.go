@@ -1,6 +1,7 @@
 package sqlstore_test
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"database/sql/driver"
@@ -8,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -131,5 +134,92 @@ func TestTerminatedConnectionIsUnavailable(t *testing.T) {
 	}
 	if _, err := st.UserByID(ctx, "no-such-user"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("UserByID after the outage = %v, want %v", err, store.ErrNotFound)
+	}
+}
+
+// TestMapErrSQLite classifies errors that SQLite itself returned: what a
+// retry may pass (the write lock held past busy_timeout, the disk failing
+// or full, the file out of reach) is unavailable; a damaged file or a
+// statement's own fault is not.
+func TestMapErrSQLite(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	open := func(name, params string) *sql.DB {
+		t.Helper()
+		db, err := sql.Open("sqlite", "file:"+name+params)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return db
+	}
+	exec := func(db *sql.DB, query string) error {
+		_, err := db.ExecContext(ctx, query)
+		return err
+	}
+
+	// Another connection holds the write lock; busy_timeout(0) gives up at
+	// once instead of after the store's ten seconds.
+	locked := open(filepath.Join(dir, "locked.db"), "?_pragma=busy_timeout(0)&_pragma=journal_mode(WAL)&_txlock=immediate")
+	holder, err := locked.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback()
+	_, busy := locked.BeginTx(ctx, nil)
+
+	// A directory where the write-ahead log must go: the disk fails.
+	if err := os.Mkdir(filepath.Join(dir, "ioerr.db-wal"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ioErr := exec(open(filepath.Join(dir, "ioerr.db"), "?_pragma=journal_mode(WAL)"), "CREATE TABLE t (a)")
+	cantOpen := exec(open(filepath.Join(dir, "no-such-dir", "x.db"), ""), "CREATE TABLE t (a)")
+	notADB := filepath.Join(dir, "garbage.db")
+	if err := os.WriteFile(notADB, bytes.Repeat([]byte("not a database "), 512), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	notADBErr := exec(open(notADB, ""), "CREATE TABLE t (a)")
+	db := open(filepath.Join(dir, "ok.db"), "")
+	if err := exec(db, "CREATE TABLE t (a PRIMARY KEY)"); err != nil {
+		t.Fatal(err)
+	}
+	if err := exec(db, "INSERT INTO t VALUES (1)"); err != nil {
+		t.Fatal(err)
+	}
+	unique := exec(db, "INSERT INTO t VALUES (1)")
+	syntax := exec(db, "SELEKT 1")
+
+	cases := []struct {
+		name string
+		err  error
+		want error // the sentinel, or nil for none
+	}{
+		{"busy: lock held past busy_timeout", busy, store.ErrUnavailable},
+		{"disk I/O error", ioErr, store.ErrUnavailable},
+		{"cannot open the file", cantOpen, store.ErrUnavailable},
+		{"not a database", notADBErr, nil},
+		{"unique violation", unique, store.ErrAlreadyExists},
+		{"syntax error", syntax, nil},
+	}
+	// Writing to /dev/full fails as a full disk does.
+	if _, err := os.Stat("/dev/full"); err == nil {
+		cases = append(cases, struct {
+			name string
+			err  error
+			want error
+		}{"disk full", exec(open("/dev/full", ""), "CREATE TABLE t (a)"), store.ErrUnavailable})
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.err == nil {
+				t.Fatal("SQLite returned no error; the case proves nothing")
+			}
+			got := sqlstore.MapErr(tc.err)
+			for _, s := range []error{store.ErrUnavailable, store.ErrAlreadyExists, store.ErrNotFound} {
+				if is, want := errors.Is(got, s), s == tc.want; is != want {
+					t.Errorf("errors.Is(MapErr(%v), %v) = %t, want %t", tc.err, s, is, want)
+				}
+			}
+		})
 	}
 }
