@@ -29,15 +29,11 @@ type Store interface {
 	OldestPendingWebhookDelivery(ctx context.Context) (*time.Time, error)
 }
 
-// Opener opens an endpoint's sealed secrets (keys.Sealer).
+// Opener opens an endpoint's sealed secrets (keys.Sealer), sealed to
+// auth.WebhookSealContext of the endpoint's id.
 type Opener interface {
 	Open(sealed []byte, context string) ([]byte, error)
 }
-
-// SealContext is what an endpoint's secrets (current and previous) are
-// sealed to: its id. It must equal what the service seals with
-// (auth.WebhookSealContext).
-func SealContext(endpointID string) string { return "webhook-secret:" + endpointID }
 
 // UserAgent is the User-Agent of every delivery.
 const UserAgent = "Palisade-Webhooks/1"
@@ -301,11 +297,13 @@ func (d *Dispatcher) fill(ctx, sendCtx context.Context, wg *sync.WaitGroup) {
 			}
 			return
 		}
+		released := false
 		for _, c := range claimed {
 			if !d.take(c.Delivery.EndpointID) {
 				// The store's cap counts every replica's leases; this
 				// one's count is only a safety net.
 				d.release(c)
+				released = true
 				continue
 			}
 			wg.Add(1)
@@ -315,7 +313,9 @@ func (d *Dispatcher) fill(ctx, sendCtx context.Context, wg *sync.WaitGroup) {
 				d.deliver(sendCtx, c)
 			}()
 		}
-		if len(claimed) < free {
+		// What was given back is due at once: claiming again now would
+		// only spin.
+		if len(claimed) < free || released {
 			return
 		}
 	}

@@ -154,7 +154,7 @@ func TestRetries(t *testing.T) {
 				ev := f.event(t, "user.registered")
 				id := f.delivery(t, e.ID).ID
 				const backoff = 30 * time.Second
-				d, reg, _ := f.start(t, webhook.Config{Timeout: 500 * time.Millisecond, RetryBackoff: backoff})
+				d, reg, stop := f.start(t, webhook.Config{Timeout: 500 * time.Millisecond, RetryBackoff: backoff})
 				first := f.waitDelivery(t, id, "the first attempt", func(d store.WebhookDelivery) bool { return d.Attempts == 1 })
 				now := f.clock.Now()
 				if first.Status != store.DeliveryPending || first.LastStatusCode != tc.status || !strings.Contains(first.LastError, tc.errHas) ||
@@ -165,6 +165,7 @@ func TestRetries(t *testing.T) {
 				f.clock.Set(*first.NextAttemptAt)
 				d.Wake()
 				second := f.waitDelivery(t, id, "the retry", delivered)
+				stop() // the metrics and logs of the attempts are written
 				if second.Attempts != 2 || second.LastStatusCode != 204 {
 					t.Errorf("after the retry: %+v, want delivered at attempt 2 with 204", second)
 				}
@@ -233,7 +234,7 @@ func TestFailedAfterMaxAttempts(t *testing.T) {
 		ev := f.event(t, "password.changed")
 		id := f.delivery(t, e.ID).ID
 		const attempts = 3
-		d, reg, _ := f.start(t, webhook.Config{MaxAttempts: attempts})
+		d, reg, stop := f.start(t, webhook.Config{MaxAttempts: attempts})
 		for n := 1; n < attempts; n++ {
 			got := f.waitDelivery(t, id, "an attempt", func(d store.WebhookDelivery) bool { return d.Attempts == n })
 			if got.Status != store.DeliveryPending {
@@ -243,6 +244,7 @@ func TestFailedAfterMaxAttempts(t *testing.T) {
 			d.Wake()
 		}
 		got := f.waitDelivery(t, id, "the last attempt", func(d store.WebhookDelivery) bool { return d.Attempts == attempts })
+		stop() // the metrics of the last attempt are written
 		if got.Status != store.DeliveryFailed || got.NextAttemptAt != nil || got.LastStatusCode != 502 {
 			t.Errorf("after the last attempt: %+v, want failed with 502 and no next attempt", got)
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/palisade-auth/palisade/internal/auth"
 	"github.com/palisade-auth/palisade/internal/clocktest"
 	"github.com/palisade-auth/palisade/internal/keys"
 	"github.com/palisade-auth/palisade/internal/netguard"
@@ -114,7 +115,7 @@ func (f *fixture) endpoint(t *testing.T, url, format string, events ...string) (
 
 func (f *fixture) seal(t *testing.T, endpointID, secret string) []byte {
 	t.Helper()
-	sealed, err := f.sealer.Seal([]byte(secret), webhook.SealContext(endpointID))
+	sealed, err := f.sealer.Seal([]byte(secret), auth.WebhookSealContext(endpointID))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/palisade-auth/palisade/internal/auth"
 	"github.com/palisade-auth/palisade/internal/netguard"
 	"github.com/palisade-auth/palisade/internal/store"
 	pkgwebhook "github.com/palisade-auth/palisade/pkg/webhook"
@@ -128,13 +129,13 @@ func (d *Dispatcher) attempt(ctx context.Context, c store.ClaimedDelivery) resul
 // signature with each.
 func (d *Dispatcher) sign(h http.Header, c store.ClaimedDelivery, body []byte) error {
 	e := c.Endpoint
-	secret, err := d.opener.Open(e.Secret, SealContext(e.ID))
+	secret, err := d.opener.Open(e.Secret, auth.WebhookSealContext(e.ID))
 	if err != nil {
 		return errors.New("open the endpoint's secret: sealed under another key or damaged")
 	}
 	var previous []byte
 	if len(e.PreviousSecret) > 0 && e.PreviousUntil != nil && d.now().Before(*e.PreviousUntil) {
-		if previous, err = d.opener.Open(e.PreviousSecret, SealContext(e.ID)); err != nil {
+		if previous, err = d.opener.Open(e.PreviousSecret, auth.WebhookSealContext(e.ID)); err != nil {
 			return errors.New("open the endpoint's previous secret: sealed under another key or damaged")
 		}
 	}
