@@ -71,8 +71,15 @@ func Open(ctx context.Context, url string) (*Store, error) {
 			return nil, fmt.Errorf("sqlstore: create database directory: %w", err)
 		}
 	}
-	db, err := sqlx.Open(driver, dsn)
-	if err != nil {
+	var db *sqlx.DB
+	if dialect == Postgres {
+		c, err := pq.NewConnector(dsn)
+		if err != nil {
+			return nil, fmt.Errorf("sqlstore: open: %w", err)
+		}
+		c.Dialer(newPGDialer())
+		db = sqlx.NewDb(sql.OpenDB(c), driver)
+	} else if db, err = sqlx.Open(driver, dsn); err != nil {
 		return nil, fmt.Errorf("sqlstore: open: %w", err)
 	}
 	if dialect == SQLite {
