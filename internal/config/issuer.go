@@ -176,7 +176,7 @@ func (c *Issuer) ServeFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&c.RequireVerifiedEmail, "require-verified-email", false, "refuse login (403 email_not_verified) until the email address is verified")
 	c.WebhookGuardFlags(fs)
 	fs.DurationVar(&c.WebhookTimeout, "webhook-timeout", 5*time.Second, "time one webhook delivery has, connect to the end of the response; only a 2xx within it is success")
-	fs.DurationVar(&c.WebhookRetryBackoff, "webhook-retry-backoff", 30*time.Second, "wait after a delivery's first failure; it doubles per failure, with full jitter")
+	fs.DurationVar(&c.WebhookRetryBackoff, "webhook-retry-backoff", 30*time.Second, "longest wait after a delivery's first failure; it doubles per failure, and the wait is drawn below it (full jitter)")
 	fs.IntVar(&c.WebhookMaxAttempts, "webhook-max-attempts", 12, "attempts of one delivery before it is marked failed (12 with 30s backoff: about a day)")
 	fs.DurationVar(&c.WebhookRetention, "webhook-retention", 720*time.Hour, "how long delivered and failed deliveries are kept for the deliveries list and redelivery")
 	fs.IntVar(&c.WebhookConcurrency, "webhook-concurrency", 8, "webhook deliveries one replica sends at once")

@@ -69,8 +69,13 @@ func (a *App) Serve(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// Set before the flows are built: they keep the hook they are given.
+	hooks, err := a.webhookDispatcher(reg)
+	if err != nil {
+		return err
+	}
+	// Set before the flows are built: they keep the hooks they are given.
 	a.MailQueued = mailer.Wake
+	a.WebhookQueued = hooks.Wake
 	svc := a.authWith(hasher, cfg.IssuerURL, cfg.Audience, cfg.RefreshTokenTTL, cfg.RefreshReuseLeeway)
 	api := issuerapi.New(issuerapi.Deps{
 		Auth:        svc,
@@ -102,17 +107,27 @@ func (a *App) Serve(ctx context.Context) error {
 	// those requests left running in the background (a forgot-password
 	// lookup, already answered 202) commits, so its mail is in the queue
 	// before the database closes; then the mail worker stops, letting a
-	// delivery in flight finish and be recorded. Whatever is still queued
-	// stays in the database for the next start or another replica.
+	// delivery in flight finish and be recorded. The webhook dispatcher
+	// stops alongside it: deliveries in flight finish within its grace or
+	// are given back untried. Whatever is still queued stays in the
+	// database for the next start or another replica.
 	mailCtx, stopMail := context.WithCancel(context.WithoutCancel(ctx))
 	mailDone := make(chan struct{})
 	go func() {
 		defer close(mailDone)
 		mailer.Run(mailCtx)
 	}()
+	hooksCtx, stopHooks := context.WithCancel(context.WithoutCancel(ctx))
+	hooksDone := make(chan struct{})
+	go func() {
+		defer close(hooksDone)
+		hooks.Run(hooksCtx)
+	}()
 	err = httpserver.Run(ctx, main, adminSrv)
 	svc.Wait()
 	stopMail()
+	stopHooks()
 	<-mailDone
+	<-hooksDone
 	return err
 }
