@@ -193,10 +193,16 @@ func TestWebhookAuthorization(t *testing.T) {
 				_, err := f.svc.AdminCreateWebhook(ctx, a, auth.WebhookInput{URL: hookURL, Events: []string{"*"}}, auth.Meta{})
 				return err
 			},
-			"List":   func(a auth.Actor) error { _, err := f.svc.AdminWebhooks(ctx, a, auth.PageQuery{}); return err },
-			"Get":    func(a auth.Actor) error { _, err := f.svc.AdminWebhook(ctx, a, id); return err },
-			"Update": func(a auth.Actor) error { _, err := f.svc.AdminUpdateWebhook(ctx, a, id, auth.WebhookPatch{}, auth.Meta{}); return err },
-			"Rotate": func(a auth.Actor) error { _, err := f.svc.AdminRotateWebhookSecret(ctx, a, id, 0, auth.Meta{}); return err },
+			"List": func(a auth.Actor) error { _, err := f.svc.AdminWebhooks(ctx, a, auth.PageQuery{}); return err },
+			"Get":  func(a auth.Actor) error { _, err := f.svc.AdminWebhook(ctx, a, id); return err },
+			"Update": func(a auth.Actor) error {
+				_, err := f.svc.AdminUpdateWebhook(ctx, a, id, auth.WebhookPatch{}, auth.Meta{})
+				return err
+			},
+			"Rotate": func(a auth.Actor) error {
+				_, err := f.svc.AdminRotateWebhookSecret(ctx, a, id, 0, auth.Meta{})
+				return err
+			},
 			"Deliveries": func(a auth.Actor) error {
 				_, err := f.svc.AdminWebhookDeliveries(ctx, a, id, auth.DeliveryQuery{})
 				return err
