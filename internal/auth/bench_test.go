@@ -14,6 +14,7 @@ import (
 
 	"github.com/palisade-auth/palisade/internal/auth"
 	"github.com/palisade-auth/palisade/internal/password"
+	"github.com/palisade-auth/palisade/internal/store"
 	"github.com/palisade-auth/palisade/internal/testdb"
 )
 
@@ -93,27 +94,52 @@ const flowClients = 4
 
 func BenchmarkRefresh(b *testing.B) {
 	benchDBs(b, func(b *testing.B, dbURL string) {
-		f := newFixtureWith(b, dbURL, 0, password.Params{Memory: 64, Time: 1, Threads: 1, SaltLen: 16, KeyLen: 32})
-		ctx := context.Background()
-		var client atomic.Int64
-		b.SetParallelism(flowClients)
-		b.ResetTimer()
-		b.RunParallel(func(pb *testing.PB) {
-			// Each client is a user of its own refreshing its session's
-			// chain, as in real traffic: refreshes of one user queue on
-			// that user's row (see RotateRefreshToken).
-			email := fmt.Sprintf("bench-%d@example.com", client.Add(1))
-			f.user(b, email)
-			tok := f.login(b, email, "laptop").RefreshToken
-			for pb.Next() {
-				p, err := f.svc.Refresh(ctx, tok, auth.Meta{})
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				tok = p.RefreshToken
-			}
-		})
-		opsPerSec(b)
+		benchRefresh(b, newFixtureWith(b, dbURL, 0, cheap))
 	})
+}
+
+// BenchmarkRefreshSubscribed is BenchmarkRefresh/postgres with one enabled
+// webhook endpoint subscribed to every event ("*"): each refresh's audit
+// entry then also writes a delivery in its transaction. Compared with
+// BenchmarkRefresh/postgres of the same run, it is what a subscription
+// costs; without one the outbox adds nothing but an index probe.
+func BenchmarkRefreshSubscribed(b *testing.B) {
+	f := newFixtureWith(b, testdb.Postgres(b), 0, cheap)
+	now := f.clock.Now()
+	if err := f.st.CreateWebhookEndpoint(context.Background(), store.WebhookEndpoint{
+		ID: "0190c0de-0000-7000-8000-000000000001", URL: "https://receiver.example.com/hook", Events: []string{"*"},
+		Format: store.WebhookFormatSeed, Status: store.WebhookEnabled, Secret: []byte("sealed"), CreatedAt: now, UpdatedAt: now,
+	}); err != nil {
+		b.Fatal(err)
+	}
+	benchRefresh(b, f)
+	b.StopTimer()
+	ds, err := f.st.ListWebhookDeliveries(context.Background(), store.WebhookDeliveryFilter{EndpointID: "0190c0de-0000-7000-8000-000000000001", Limit: 1})
+	if err != nil || len(ds) == 0 {
+		b.Fatalf("deliveries after the refreshes = %d (%v), want some: the subscription was not exercised", len(ds), err)
+	}
+}
+
+func benchRefresh(b *testing.B, f *fixture) {
+	ctx := context.Background()
+	var client atomic.Int64
+	b.SetParallelism(flowClients)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		// Each client is a user of its own refreshing its session's
+		// chain, as in real traffic: refreshes of one user queue on
+		// that user's row (see RotateRefreshToken).
+		email := fmt.Sprintf("bench-%d@example.com", client.Add(1))
+		f.user(b, email)
+		tok := f.login(b, email, "laptop").RefreshToken
+		for pb.Next() {
+			p, err := f.svc.Refresh(ctx, tok, auth.Meta{})
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			tok = p.RefreshToken
+		}
+	})
+	opsPerSec(b)
 }
