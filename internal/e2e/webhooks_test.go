@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -75,8 +76,21 @@ func (h *hookReceiver) serve(w http.ResponseWriter, r *http.Request) {
 	close(h.changed)
 	h.changed = make(chan struct{})
 	h.mu.Unlock()
+	switch {
+	case status == hang:
+		<-r.Context().Done() // until the sender gives up
+		return
+	case status >= 300 && status < 400:
+		w.Header().Set("Location", "/redirected")
+	case status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable:
+		w.Header().Set("Retry-After", "3600")
+	}
 	w.WriteHeader(status)
 }
+
+// hang, as a respond status, holds the request unanswered until the sender
+// gives up on it.
+const hang = -1
 
 func (h *hookReceiver) setRespond(path string, f func(n int) int) {
 	h.mu.Lock()
@@ -426,6 +440,62 @@ func TestWebhookDelivery(t *testing.T) {
 			wantProblem(t, "redeliver unknown", do(t, "POST", is.base+"/v1/admin/webhooks/deliveries/nope/retry", nil, bearer(admin)...),
 				http.StatusNotFound, "not_found")
 		})
+	})
+}
+
+// TestWebhookRetrySignals: what the receiver answers steers the retries.
+// A redirect is a failure and is not followed; an answer that does not
+// come within --webhook-timeout is a failure; both are retried with the
+// same event and then delivered. A 503 with Retry-After puts the next
+// attempt that far out instead of the short backoff.
+func TestWebhookRetrySignals(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, dbURL string) {
+		rcv := newHookReceiver(t, "")
+		is := webhookIssuer(t, dbURL, "--webhook-timeout", "1s", "--webhook-max-attempts", "5")
+		admin := webhookAdmin(t, is)
+		firstThen := func(first int) func(n int) int {
+			return func(n int) int {
+				if n == 0 {
+					return first
+				}
+				return http.StatusNoContent
+			}
+		}
+		rcv.setRespond("/redirect", firstThen(http.StatusFound))
+		rcv.setRespond("/slow", firstThen(hang))
+		rcv.setRespond("/later", firstThen(http.StatusServiceUnavailable))
+		ids := map[string]string{}
+		for _, path := range []string{"/redirect", "/slow", "/later"} {
+			ids[path], _ = createHook(t, is, admin, map[string]any{"url": rcv.url(path), "events": []string{"user.registered"}})
+		}
+		register(t, is, uniqueEmail())
+
+		for _, path := range []string{"/redirect", "/slow"} {
+			d := waitDelivery(t, is, admin, ids[path], "delivered", func(d map[string]any) bool { return d["status"] == "delivered" })
+			got := rcv.deliveries(path)
+			if len(got) < 2 || got[0].event.ID != got[len(got)-1].event.ID || got[0].event.ID != d["event_id"] {
+				t.Errorf("%s got %d deliveries, want a failed first attempt and a retry of the same event %v", path, len(got), d["event_id"])
+			}
+			if a, _ := d["attempts"].(float64); a < 2 {
+				t.Errorf("%s delivery = %v, want at least 2 attempts", path, d)
+			}
+		}
+		if n := len(rcv.deliveries("/redirected")); n != 0 {
+			t.Errorf("the redirect was followed %d times, want never", n)
+		}
+
+		d := waitDelivery(t, is, admin, ids["/later"], "tried once", func(d map[string]any) bool { return d["attempts"] == float64(1) })
+		last, err1 := time.Parse(time.RFC3339, fmt.Sprint(d["last_attempt_at"]))
+		next, err2 := time.Parse(time.RFC3339, fmt.Sprint(d["next_attempt_at"]))
+		if err1 != nil || err2 != nil || d["status"] != "pending" || d["last_status_code"] != float64(503) {
+			t.Fatalf("delivery after a 503 = %v, want pending with both times and status 503", d)
+		}
+		if gap := next.Sub(last); gap < 3590*time.Second {
+			t.Errorf("next attempt %s after the 503 with Retry-After: 3600, want about an hour (the backoff alone is 200ms)", gap)
+		}
+		if n := len(rcv.deliveries("/later")); n != 1 {
+			t.Errorf("/later got %d attempts, want 1 while Retry-After holds", n)
+		}
 	})
 }
 
