@@ -167,6 +167,7 @@ type Queries interface {
 	AccountQueries
 	AdminQueries
 	WebhookQueries
+	RevocationQueries
 
 	// CreateUser inserts u. ErrAlreadyExists when EmailNormalized is taken.
 	CreateUser(ctx context.Context, u User) error

@@ -42,6 +42,7 @@ func RunTests(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Account", accountTests},
 		{"Admin", adminTests},
 		{"Webhooks", webhookTests},
+		{"Revocations", revocationTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
