@@ -1,74 +1,102 @@
 package main
 
 import (
-	"fmt"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/palisade-auth/palisade/internal/auth"
 	"github.com/palisade-auth/palisade/internal/config"
+	"github.com/palisade-auth/palisade/internal/issuerapi"
 )
 
+// The keys commands act as auth.Operator(): their audit entries carry
+// {"via": "cli"}.
+
 func newKeysCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "keys", Short: "Inspect and rotate the signing keys"}
-	cmd.AddCommand(newKeysListCmd(), newKeysRotateCmd())
+	cmd := &cobra.Command{Use: "keys", Short: "Inspect, rotate and revoke the signing keys; re-seal secrets under a new key-encryption key"}
+	cmd.AddCommand(newKeysListCmd(), newKeysRotateCmd(), newKeysRevokeCmd())
 	return cmd
 }
 
+const keysHeader = "KID\tSTATE\tCREATED\tACTIVATES\tRETIRES\tREVOKED"
+
+func keyRow(t *table, k auth.KeyInfo) error {
+	return t.row(issuerapi.KeyObject(k), k.KID, k.State, ts(&k.CreatedAt), ts(&k.ActivatesAt), ts(k.RetiresAt), ts(k.RevokedAt))
+}
+
 func newKeysListCmd() *cobra.Command {
-	var cfg config.Issuer
+	var (
+		cfg    config.Issuer
+		asJSON bool
+	)
 	cmd := &cobra.Command{
 		Use:   "list",
-		Short: "List the published signing keys",
+		Short: "List the signing keys and their states: next, active, retired, revoked (a table, or one JSON key object per line with --json)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			app, err := openApp(cmd.Context(), cfg, true)
-			if err != nil {
-				return err
-			}
-			defer app.Close()
-			infos, err := app.Keys.List(cmd.Context())
-			if err != nil {
-				return err
-			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "KID\tALG\tSTATE\tACTIVATES\tRETIRES\tUNPUBLISHED")
-			for _, k := range infos {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", k.KID, k.Algorithm, k.State, ts(&k.ActivatesAt), ts(k.RetiresAt), ts(k.ExpiresAt))
-			}
-			return tw.Flush()
+			return withService(cmd.Context(), cfg, func(svc *auth.Service) error {
+				ks, err := svc.AdminKeys(cmd.Context(), auth.Operator())
+				if err != nil {
+					return describe(err)
+				}
+				t := newTable(cmd.OutOrStdout(), asJSON, keysHeader)
+				for _, k := range ks {
+					if err := keyRow(t, k); err != nil {
+						return err
+					}
+				}
+				return t.flush()
+			})
 		},
 	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON key object per line")
 	cfg.StoreFlags(cmd.Flags())
 	bindEnv(cmd)
 	return cmd
 }
 
 func newKeysRotateCmd() *cobra.Command {
-	var (
-		cfg        config.Issuer
-		activateIn time.Duration
-	)
+	var cfg config.Issuer
 	cmd := &cobra.Command{
 		Use:   "rotate",
-		Short: "Create a new signing key; the current one stops signing when it activates and stays published until its tokens have expired",
+		Short: "Create a new signing key, published at once; it signs after --activate-in, when the current one retires (published until its tokens have expired)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			app, err := openApp(cmd.Context(), cfg, true)
-			if err != nil {
-				return err
-			}
-			defer app.Close()
-			info, err := app.Rotate(cmd.Context(), activateIn)
-			if err != nil {
-				return err
-			}
-			cmd.Printf("new key %s activates at %s\n", info.KID, ts(&info.ActivatesAt))
-			return nil
+			return withService(cmd.Context(), cfg, func(svc *auth.Service) error {
+				in := cfg.ActivateIn
+				k, err := svc.AdminRotateKey(cmd.Context(), auth.Operator(), &in, cliMeta)
+				if err != nil {
+					return describe(err)
+				}
+				cmd.Printf("new key %s activates at %s\n", k.KID, ts(&k.ActivatesAt))
+				return nil
+			})
 		},
 	}
-	cmd.Flags().DurationVar(&activateIn, "activate-in", 10*time.Minute, "publish the new key this long before it starts signing, so verifiers' caches learn it first (at least the JWK set max-age)")
+	cfg.ActivateInFlag(cmd.Flags())
+	cfg.StoreFlags(cmd.Flags())
+	bindEnv(cmd)
+	return cmd
+}
+
+func newKeysRevokeCmd() *cobra.Command {
+	var cfg config.Issuer
+	cmd := &cobra.Command{
+		Use:   "revoke KID",
+		Short: "Revoke a signing key: it leaves the JWK set at once; when it was signing, the published next key (or a fresh one) signs from now on",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withService(cmd.Context(), cfg, func(svc *auth.Service) error {
+				k, err := svc.AdminRevokeKey(cmd.Context(), auth.Operator(), args[0], cliMeta)
+				if err != nil {
+					return describe(err)
+				}
+				cmd.Printf("revoked key %s at %s\n", k.KID, ts(k.RevokedAt))
+				return nil
+			})
+		},
+	}
 	cfg.StoreFlags(cmd.Flags())
 	bindEnv(cmd)
 	return cmd

@@ -55,6 +55,9 @@ type Config struct {
 	ResendInterval time.Duration
 	// RequireVerifiedEmail refuses login until the email is verified.
 	RequireVerifiedEmail bool
+	// KeyActivateIn is how long a signing key created by a rotation is
+	// published before it signs, when the rotation names no other time.
+	KeyActivateIn time.Duration
 }
 
 // DefaultSessionMaxLifetime is the absolute lifetime of a session when the
@@ -108,6 +111,7 @@ type Service struct {
 	urls       URLChecker
 	// webhookQueued wakes the webhook dispatcher after a redelivery.
 	webhookQueued func()
+	keys          KeyManager
 	bg            background
 }
 
@@ -135,6 +139,9 @@ type Deps struct {
 	WebhookURLs URLChecker
 	// WebhookQueued wakes the webhook dispatcher; may be nil.
 	WebhookQueued func()
+	// Keys runs the signing-key lifecycle; the key admin flows fail
+	// without it.
+	Keys KeyManager
 }
 
 // New returns a Service.
@@ -162,7 +169,7 @@ func New(d Deps, cfg Config) *Service {
 	return &Service{
 		st: d.Store, hasher: d.Hasher, policy: d.Policy, minter: d.Minter, successor: d.SuccessorSecret,
 		cfg: cfg, log: d.Logger, now: d.Now, rand: d.Rand, sealer: d.Sealer, mailQueued: mailQueued,
-		urls: d.WebhookURLs, webhookQueued: webhookQueued,
+		urls: d.WebhookURLs, webhookQueued: webhookQueued, keys: d.Keys,
 		bg: background{slots: make(chan struct{}, 16)},
 	}
 }

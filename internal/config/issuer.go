@@ -34,17 +34,21 @@ type Issuer struct {
 	LogLevel           string
 	JWKSMaxAge         time.Duration
 	KeyReloadInterval  time.Duration
-	MaxBodyBytes       int64
-	HashConcurrency    int
-	HashQueue          int
-	ClockSkew          time.Duration
-	RateLimits         []string
-	RateLimitStore     string
-	DeprecatedVersions []string
-	BrowserOrigins     []string
-	Demo               bool
-	ReadHeaderTimeout  time.Duration
-	ReadBodyTimeout    time.Duration
+	// ActivateIn is how long a new signing key is published before it
+	// signs; KeyRotationInterval (0: off) rotates automatically.
+	ActivateIn          time.Duration
+	KeyRotationInterval time.Duration
+	MaxBodyBytes        int64
+	HashConcurrency     int
+	HashQueue           int
+	ClockSkew           time.Duration
+	RateLimits          []string
+	RateLimitStore      string
+	DeprecatedVersions  []string
+	BrowserOrigins      []string
+	Demo                bool
+	ReadHeaderTimeout   time.Duration
+	ReadBodyTimeout     time.Duration
 
 	MailMode             string
 	SMTPURL              string
@@ -155,6 +159,8 @@ func (c *Issuer) ServeFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&c.TrustedProxies, "trusted-proxies", nil, "CIDRs of proxies whose X-Forwarded-For is believed (repeatable or comma-separated)")
 	fs.BoolVar(&c.NoMigrate, "no-migrate", false, "do not apply pending migrations at start")
 	fs.DurationVar(&c.JWKSMaxAge, "jwks-max-age", 5*time.Minute, "Cache-Control max-age of the JWK set")
+	c.ActivateInFlag(fs)
+	fs.DurationVar(&c.KeyRotationInterval, "key-rotation-interval", DefaultKeyRotationInterval, "rotate the signing key this often: a next key is always published, and signs this long after the active one started (0 = off; must be above --activate-in)")
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", 64<<10, "largest accepted request body")
 	fs.IntVar(&c.HashConcurrency, "hash-concurrency", 0, "password hashes computed at once (0 = number of CPUs); bounds memory under a login flood")
 	fs.IntVar(&c.HashQueue, "hash-queue", 64, "password hashes that may wait for a free slot; beyond that login, register and password changes answer 503 with Retry-After at once (0 = wait without bound)")
@@ -180,6 +186,23 @@ func (c *Issuer) ServeFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.WebhookMaxAttempts, "webhook-max-attempts", 12, "attempts of one delivery before it is marked failed (12 with 30s backoff: about a day)")
 	fs.DurationVar(&c.WebhookRetention, "webhook-retention", 720*time.Hour, "how long delivered and failed deliveries are kept for the deliveries list and redelivery")
 	fs.IntVar(&c.WebhookConcurrency, "webhook-concurrency", 8, "webhook deliveries one replica sends at once")
+}
+
+// DefaultActivateIn and DefaultKeyRotationInterval are the key schedule's
+// defaults: a new key is published 10 minutes before it signs, and keys
+// rotate every 30 days.
+const (
+	DefaultActivateIn          = 10 * time.Minute
+	DefaultKeyRotationInterval = 720 * time.Hour
+)
+
+// defaultJWKSMaxAge is the max-age the issuer sends when --jwks-max-age is 0.
+const defaultJWKSMaxAge = 5 * time.Minute
+
+// ActivateInFlag registers --activate-in, which `issuer serve` (scheduled
+// rotations and the admin API) and `issuer keys rotate` share.
+func (c *Issuer) ActivateInFlag(fs *pflag.FlagSet) {
+	fs.DurationVar(&c.ActivateIn, "activate-in", DefaultActivateIn, "publish a new signing key this long before it signs, so every verifier's cached key set holds it first (at least --jwks-max-age plus --key-reload-interval)")
 }
 
 // Embedded reports whether the database is the SQLite embedded default,
@@ -243,6 +266,19 @@ func (c *Issuer) ValidateServe() error {
 	}
 	if c.JWKSMaxAge < 0 || c.JWKSMaxAge > 24*time.Hour {
 		add("--jwks-max-age must be between 0 and 24h, got %s", c.JWKSMaxAge)
+	}
+	// A verifier may hold the key set for its max-age, and a replica sees
+	// another's new key within the reload interval: a key activating
+	// sooner could sign a token whose kid a verifier has never seen.
+	maxAge := c.JWKSMaxAge
+	if maxAge == 0 {
+		maxAge = defaultJWKSMaxAge
+	}
+	if c.ActivateIn < maxAge+c.KeyReloadInterval {
+		add("--activate-in must be at least --jwks-max-age plus --key-reload-interval (%s), got %s: a verifier could meet a key it has not seen", maxAge+c.KeyReloadInterval, c.ActivateIn)
+	}
+	if c.KeyRotationInterval < 0 || (c.KeyRotationInterval > 0 && c.KeyRotationInterval <= c.ActivateIn) {
+		add("--key-rotation-interval must be 0 (off) or above --activate-in (%s), got %s", c.ActivateIn, c.KeyRotationInterval)
 	}
 	if c.MaxBodyBytes < 1024 || c.MaxBodyBytes > 10<<20 {
 		add("--max-body-bytes must be between 1024 and 10485760, got %d", c.MaxBodyBytes)

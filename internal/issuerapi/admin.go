@@ -13,7 +13,7 @@ import (
 
 // adminRoutes are the operators' endpoints (API.md section 2). Each needs
 // an access token, and the admin role before anything of the request is
-// read. The webhook registry's routes are among them.
+// read. The webhook registry's and the signing keys' routes are among them.
 func (a *API) adminRoutes() []route {
 	return append([]route{
 		{pattern: "GET /v1/admin/users", protected: true, handler: a.admin(a.adminUsers)},
@@ -22,7 +22,7 @@ func (a *API) adminRoutes() []route {
 		{pattern: "GET /v1/admin/users/{id}/sessions", protected: true, handler: a.admin(a.adminSessions)},
 		{pattern: "DELETE /v1/admin/users/{id}/sessions", protected: true, handler: a.admin(a.adminRevokeSessions)},
 		{pattern: "GET /v1/admin/audit", protected: true, handler: a.admin(a.adminAudit)},
-	}, a.webhookRoutes()...)
+	}, append(a.webhookRoutes(), a.keyRoutes()...)...)
 }
 
 // adminHandler is a handler of an admin route, given the acting admin.

@@ -66,6 +66,7 @@ func Open(ctx context.Context, cfg config.Issuer, log *slog.Logger, migrate bool
 	now := time.Now
 	km := keys.NewManager(st, sealer, keys.Options{
 		AccessTokenTTL: cfg.AccessTokenTTL, ClockSkew: cfg.ClockSkew, ReloadInterval: cfg.KeyReloadInterval,
+		ActivateIn: cfg.ActivateIn, RotationInterval: cfg.KeyRotationInterval,
 	}, now, rand.Reader)
 	return &App{
 		Cfg: cfg, Log: log, Store: st, Sealer: sealer, Keys: km, MailQueued: func() {},
@@ -120,8 +121,10 @@ func (a *App) authWith(hasher *password.Hasher, issuerURL, audience string, refr
 		MailQueued:      a.MailQueued,
 		WebhookURLs:     a.Guard,
 		WebhookQueued:   a.WebhookQueued,
+		Keys:            a.Keys,
 	}, auth.Config{
 		RefreshTokenTTL: refreshTTL, RefreshReuseLeeway: leeway, SessionMaxLifetime: a.Cfg.SessionMaxLifetime,
 		ResetTokenTTL: a.Cfg.ResetTokenTTL, VerifyTokenTTL: a.Cfg.VerifyTokenTTL, RequireVerifiedEmail: a.Cfg.RequireVerifiedEmail,
+		KeyActivateIn: a.Cfg.ActivateIn,
 	})
 }

@@ -2,27 +2,32 @@ package issuerapp
 
 import (
 	"context"
-	"encoding/json"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/palisade-auth/palisade/internal/auth"
-	"github.com/palisade-auth/palisade/internal/keys"
-	"github.com/palisade-auth/palisade/internal/store"
 )
 
-// Rotate creates a new signing key and records signing_key.rotated in the
-// same transaction.
-func (a *App) Rotate(ctx context.Context, activateIn time.Duration) (keys.Info, error) {
-	return a.Keys.Rotate(ctx, activateIn, func(q store.Queries, kid string, retired []string) error {
-		data, err := json.Marshal(map[string]any{"kid": kid, "retired": retired, "activate_in_seconds": int64(activateIn.Seconds())})
-		if err != nil {
-			return err
+// runKeySchedule keeps the signing keys in shape until ctx ends: every
+// --key-reload-interval it runs one round of the schedule (a key signs;
+// with --key-rotation-interval a next key is published). Every replica
+// runs it; they agree from the database alone, so between them they create
+// one key per interval.
+func (a *App) runKeySchedule(ctx context.Context, svc *auth.Service) {
+	t := time.NewTicker(a.Cfg.KeyReloadInterval)
+	defer t.Stop()
+	for {
+		if created, err := svc.MaintainKeys(ctx); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			a.Log.Warn("signing-key schedule failed; trying again", "error", err)
+		} else if created {
+			a.Log.Info("published the next signing key")
 		}
-		return q.AppendAudit(ctx, store.AuditEvent{
-			ID: uuid.Must(uuid.NewV7()).String(), Type: auth.EventSigningKeyRotated,
-			OccurredAt: a.now().UTC().Truncate(time.Microsecond), UserAgent: "issuer-cli", Data: data,
-		})
-	})
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }

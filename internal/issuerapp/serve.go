@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/palisade-auth/palisade/internal/auth"
 	"github.com/palisade-auth/palisade/internal/clientip"
 	"github.com/palisade-auth/palisade/internal/httpserver"
 	"github.com/palisade-auth/palisade/internal/idempotency"
@@ -77,6 +78,11 @@ func (a *App) Serve(ctx context.Context) error {
 	a.MailQueued = mailer.Wake
 	a.WebhookQueued = hooks.Wake
 	svc := a.authWith(hasher, cfg.IssuerURL, cfg.Audience, cfg.RefreshTokenTTL, cfg.RefreshReuseLeeway)
+	// The revocation feed keeps an entry for as long as a verifier allowing
+	// --clock-skew may accept a token issued before it; the entries past
+	// that are pruned every minute until ctx ends.
+	feed := auth.NewRevocationFeed(a.Store, cfg.AccessTokenTTL, cfg.ClockSkew, a.now, a.Log)
+	go feed.RunPruner(ctx, time.Minute)
 	api := issuerapi.New(issuerapi.Deps{
 		Auth:        svc,
 		Keys:        a.Keys,
@@ -86,6 +92,7 @@ func (a *App) Serve(ctx context.Context) error {
 		ClientIP:    ips,
 		Limiter:     limiter,
 		Logger:      a.Log,
+		Revocations: feed,
 	}, issuerapi.Config{IssuerURL: cfg.IssuerURL, JWKSMaxAge: cfg.JWKSMaxAge, MaxBodyBytes: cfg.MaxBodyBytes, Deprecations: cfg.Deprecations(), BrowserOrigins: cfg.BrowserOrigins, Demo: cfg.Demo})
 
 	// Bodies are at most --max-body-bytes: the whole of one must arrive
@@ -123,7 +130,15 @@ func (a *App) Serve(ctx context.Context) error {
 		defer close(hooksDone)
 		hooks.Run(hooksCtx)
 	}()
+	keysCtx, stopKeys := context.WithCancel(ctx)
+	keysDone := make(chan struct{})
+	go func() {
+		defer close(keysDone)
+		a.runKeySchedule(keysCtx, svc)
+	}()
 	err = httpserver.Run(ctx, main, adminSrv)
+	stopKeys()
+	<-keysDone
 	svc.Wait()
 	stopMail()
 	stopHooks()

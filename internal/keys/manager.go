@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
 	"sync"
 	"time"
 
@@ -46,17 +45,25 @@ type Options struct {
 	ReloadInterval time.Duration
 	// Bits is the RSA modulus size; 2048 unless set.
 	Bits int
+	// ActivateIn is how long a key is published before it signs when a
+	// rotation names no other time: at least the JWK set's max-age, so no
+	// verifier meets a kid it has not seen.
+	ActivateIn time.Duration
+	// RotationInterval > 0 rotates automatically: Maintain keeps a next key
+	// published that activates this long after the active one did.
+	RotationInterval time.Duration
 }
 
 // Info describes a key for operators. It never holds private material.
 type Info struct {
 	KID         string
 	Algorithm   string
-	State       string // "next", "active", "retired"
+	State       string // StateNext, StateActive, StateRetired or StateRevoked
 	CreatedAt   time.Time
 	ActivatesAt time.Time
 	RetiresAt   *time.Time
-	ExpiresAt   *time.Time
+	ExpiresAt   *time.Time // the row is gone then
+	RevokedAt   *time.Time
 }
 
 // Manager is the issuer's view of its signing keys.
@@ -102,72 +109,11 @@ func (m *Manager) publishMargin() time.Duration {
 	return m.opts.AccessTokenTTL + m.opts.ClockSkew + m.opts.ReloadInterval
 }
 
-// EnsureKey creates an active key when the store has none, so a fresh
-// install signs at once. Concurrent instances create one key between them.
+// EnsureKey makes sure a key signs: on a fresh install it creates one
+// that is active at once. Concurrent instances create one key between them.
 func (m *Manager) EnsureKey(ctx context.Context) error {
-	err := m.st.InTx(ctx, func(q store.Queries) error {
-		if err := q.LockSigningKeys(ctx); err != nil {
-			return err
-		}
-		now := m.now().UTC()
-		ks, err := q.SigningKeys(ctx, now)
-		if err != nil {
-			return err
-		}
-		for _, k := range ks {
-			if k.RetiresAt == nil {
-				return nil // an active or upcoming key exists
-			}
-		}
-		k, err := m.newKey(now, now)
-		if err != nil {
-			return err
-		}
-		return q.CreateSigningKey(ctx, k)
-	})
-	if err != nil {
-		return fmt.Errorf("keys: ensure key: %w", err)
-	}
-	return m.reload(ctx)
-}
-
-// Rotate creates a key that starts signing after activateIn and retires the
-// keys signing now at that same instant. Publishing the new key before it
-// signs lets verifiers learn it before they meet a token it signed. record is
-// called inside the same transaction so the rotation and its audit entry
-// commit together.
-func (m *Manager) Rotate(ctx context.Context, activateIn time.Duration, record func(q store.Queries, kid string, retired []string) error) (Info, error) {
-	var created store.SigningKey
-	err := m.st.InTx(ctx, func(q store.Queries) error {
-		if err := q.LockSigningKeys(ctx); err != nil {
-			return err
-		}
-		now := m.now().UTC()
-		at := now.Add(activateIn)
-		k, err := m.newKey(now, at)
-		if err != nil {
-			return err
-		}
-		retired, err := q.RetireSigningKeys(ctx, at, at.Add(m.publishMargin()), k.KID)
-		if err != nil {
-			return err
-		}
-		if err := q.CreateSigningKey(ctx, k); err != nil {
-			return err
-		}
-		created = k
-		if record != nil {
-			return record(q, k.KID, retired)
-		}
-		return nil
-	})
-	if err != nil {
-		return Info{}, fmt.Errorf("keys: rotate: %w", err)
-	}
-	if err := m.reload(ctx); err != nil {
-		return Info{}, err
-	}
-	return m.info(created, m.now()), nil
+	_, err := m.maintain(ctx, false, nil)
+	return err
 }
 
 func (m *Manager) newKey(now, activates time.Time) (store.SigningKey, error) {
@@ -216,10 +162,13 @@ func (m *Manager) reload(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("keys: load: %w", err)
 	}
-	sort.SliceStable(ks, func(i, j int) bool { return ks[i].ActivatesAt.Before(ks[j].ActivatesAt) })
+	sortKeys(ks)
 	s := &snapshot{loadedAt: now, keys: ks, public: make(map[string]jwk.Key, len(ks))}
 	set := jwk.NewSet()
 	for _, k := range ks {
+		if k.RevokedAt != nil {
+			continue // listed for operators, never published
+		}
 		pub, err := jwk.ParseKey(k.PublicJWK)
 		if err != nil {
 			return fmt.Errorf("keys: parse public key %s: %w", k.KID, err)
@@ -259,16 +208,9 @@ func (m *Manager) current(ctx context.Context) (*snapshot, error) {
 	return m.snap.s, nil
 }
 
-// active picks the key that signs at now: the latest activated one that is
-// not retired.
+// active picks the key that signs at now.
 func (s *snapshot) active(now time.Time) (store.SigningKey, bool) {
-	for i := len(s.keys) - 1; i >= 0; i-- {
-		k := s.keys[i]
-		if !k.ActivatesAt.After(now) && (k.RetiresAt == nil || k.RetiresAt.After(now)) {
-			return k, true
-		}
-	}
-	return store.SigningKey{}, false
+	return activeKey(s.keys, now)
 }
 
 // SigningKey returns the private key that signs now, as a jwk.Key carrying
@@ -343,7 +285,8 @@ func (m *Manager) JWKS(ctx context.Context) ([]byte, error) {
 	return s.jwks, nil
 }
 
-// List describes every published key, oldest first.
+// List describes every key still listed, oldest first: published ones and
+// revoked ones until no token they signed can still be valid.
 func (m *Manager) List(ctx context.Context) ([]Info, error) {
 	if err := m.reload(ctx); err != nil {
 		return nil, err
@@ -354,19 +297,15 @@ func (m *Manager) List(ctx context.Context) ([]Info, error) {
 	now := m.now()
 	out := make([]Info, 0, len(s.keys))
 	for _, k := range s.keys {
-		out = append(out, m.info(k, now))
+		out = append(out, describe(s.keys, k, now))
 	}
 	return out, nil
 }
 
-func (m *Manager) info(k store.SigningKey, now time.Time) Info {
-	state := "retired"
-	switch {
-	case k.ActivatesAt.After(now):
-		state = "next"
-	case k.RetiresAt == nil || k.RetiresAt.After(now):
-		state = "active"
-	}
-	return Info{KID: k.KID, Algorithm: k.Algorithm, State: state, CreatedAt: k.CreatedAt,
-		ActivatesAt: k.ActivatesAt, RetiresAt: k.RetiresAt, ExpiresAt: k.ExpiresAt}
+// describe is k's Info as of the latest load.
+func (m *Manager) describe(k store.SigningKey) Info {
+	m.snap.mu.RLock()
+	s := m.snap.s
+	m.snap.mu.RUnlock()
+	return describe(s.keys, k, m.now())
 }

@@ -148,6 +148,7 @@ type SigningKey struct {
 	ActivatesAt time.Time  `db:"activates_at"` // signs from then on
 	RetiresAt   *time.Time `db:"retires_at"`   // stops signing then
 	ExpiresAt   *time.Time `db:"expires_at"`   // unpublished then: every token it signed has expired
+	RevokedAt   *time.Time `db:"revoked_at"`   // out of the key set from then on, whatever the other times say
 }
 
 // IdempotencyRecord is a remembered response to a request carrying an
@@ -246,12 +247,21 @@ type Queries interface {
 	// SigningKeys returns every key not yet expired at now, oldest first.
 	SigningKeys(ctx context.Context, now time.Time) ([]SigningKey, error)
 	// RetireSigningKeys sets retires_at = at and expires_at = expires on every
-	// key other than exceptKID that has no retires_at yet and activates at or
-	// before at. It returns the kids it retired.
+	// key other than exceptKID that has no retires_at yet, is not revoked and
+	// activates at or before at. It returns the kids it retired.
 	RetireSigningKeys(ctx context.Context, at, expires time.Time, exceptKID string) ([]string, error)
 	// LockSigningKeys serializes key creation among instances until the end of
 	// the transaction. Only meaningful inside InTx.
 	LockSigningKeys(ctx context.Context) error
+	// RevokeSigningKey sets revoked_at = at and expires_at = expires on the
+	// key kid unless it is revoked already. It reports whether it changed
+	// anything; ErrNotFound when there is no such key. Of concurrent
+	// revocations of one key exactly one reports true.
+	RevokeSigningKey(ctx context.Context, kid string, at, expires time.Time) (bool, error)
+	// RescheduleSigningKey sets the activation, retirement and expiry of the
+	// unrevoked key kid. ErrNotFound when there is no such key, or it is
+	// revoked.
+	RescheduleSigningKey(ctx context.Context, kid string, activates time.Time, retires, expires *time.Time) error
 
 	// ReserveIdempotencyKey inserts r (Status 0) unless a record for
 	// (Scope, Key) newer than notBefore exists; then it returns that record with

@@ -7,15 +7,15 @@ import (
 	"github.com/palisade-auth/palisade/internal/store"
 )
 
-const keyColumns = `kid, alg, public_jwk, private_key, created_at, activates_at, retires_at, expires_at`
+const keyColumns = `kid, alg, public_jwk, private_key, created_at, activates_at, retires_at, expires_at, revoked_at`
 
 // signingKeysLock is the advisory-lock id that serializes key creation
 // among issuer replicas on PostgreSQL ("palisade" in ASCII, truncated).
 const signingKeysLock = 0x70616c6973616465
 
 func (q *queries) CreateSigningKey(ctx context.Context, k store.SigningKey) error {
-	_, err := q.exec(ctx, `INSERT INTO signing_keys (`+keyColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-		k.KID, k.Algorithm, string(k.PublicJWK), k.PrivateSeal, ts(k.CreatedAt), ts(k.ActivatesAt), tsp(k.RetiresAt), tsp(k.ExpiresAt))
+	_, err := q.exec(ctx, `INSERT INTO signing_keys (`+keyColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		k.KID, k.Algorithm, string(k.PublicJWK), k.PrivateSeal, ts(k.CreatedAt), ts(k.ActivatesAt), tsp(k.RetiresAt), tsp(k.ExpiresAt), tsp(k.RevokedAt))
 	return err
 }
 
@@ -30,11 +30,11 @@ func (q *queries) RetireSigningKeys(ctx context.Context, at, expires time.Time, 
 	err = q.atomic(ctx, func(q *queries) error {
 		kids = nil
 		if err := q.selectAll(ctx, &kids, `SELECT kid FROM signing_keys
-			WHERE retires_at IS NULL AND activates_at <= ? AND kid <> ? ORDER BY kid`+q.forUpdate(), ts(at), exceptKID); err != nil {
+			WHERE retires_at IS NULL AND revoked_at IS NULL AND activates_at <= ? AND kid <> ? ORDER BY kid`+q.forUpdate(), ts(at), exceptKID); err != nil {
 			return err
 		}
 		_, err := q.exec(ctx, `UPDATE signing_keys SET retires_at = ?, expires_at = ?
-			WHERE retires_at IS NULL AND activates_at <= ? AND kid <> ?`, ts(at), ts(expires), ts(at), exceptKID)
+			WHERE retires_at IS NULL AND revoked_at IS NULL AND activates_at <= ? AND kid <> ?`, ts(at), ts(expires), ts(at), exceptKID)
 		return err
 	})
 	return kids, err
@@ -47,4 +47,32 @@ func (q *queries) LockSigningKeys(ctx context.Context) error {
 	}
 	_, err := q.exec(ctx, `SELECT pg_advisory_xact_lock(?)`, int64(signingKeysLock))
 	return err
+}
+
+func (q *queries) RevokeSigningKey(ctx context.Context, kid string, at, expires time.Time) (bool, error) {
+	n, err := q.exec(ctx, `UPDATE signing_keys SET revoked_at = ?, expires_at = ?
+		WHERE kid = ? AND revoked_at IS NULL`, ts(at), ts(expires), kid)
+	if err != nil || n == 1 {
+		return n == 1, err
+	}
+	var found int
+	if err := q.get(ctx, &found, `SELECT COUNT(*) FROM signing_keys WHERE kid = ?`, kid); err != nil {
+		return false, err
+	}
+	if found == 0 {
+		return false, store.ErrNotFound
+	}
+	return false, nil
+}
+
+func (q *queries) RescheduleSigningKey(ctx context.Context, kid string, activates time.Time, retires, expires *time.Time) error {
+	n, err := q.exec(ctx, `UPDATE signing_keys SET activates_at = ?, retires_at = ?, expires_at = ?
+		WHERE kid = ? AND revoked_at IS NULL`, ts(activates), tsp(retires), tsp(expires), kid)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return store.ErrNotFound
+	}
+	return nil
 }

@@ -53,7 +53,7 @@ func norm(v any) any {
 		r.OccurredAt, r.Data = tm(r.OccurredAt), nil
 		return r
 	case store.SigningKey:
-		r.CreatedAt, r.ActivatesAt, r.RetiresAt, r.ExpiresAt = tm(r.CreatedAt), tm(r.ActivatesAt), tmp(r.RetiresAt), tmp(r.ExpiresAt)
+		r.CreatedAt, r.ActivatesAt, r.RetiresAt, r.ExpiresAt, r.RevokedAt = tm(r.CreatedAt), tm(r.ActivatesAt), tmp(r.RetiresAt), tmp(r.ExpiresAt), tmp(r.RevokedAt)
 		r.PublicJWK, r.PrivateSeal = nil, orNil(r.PrivateSeal)
 		return r
 	case store.IdempotencyRecord:

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +15,10 @@ var keyTests = []subtest{
 	{"Retire", testKeysRetire(false)},
 	{"RetireExcept", testKeysRetire(true)},
 	{"LockInTx", testKeysLockInTx},
+	{"Revoke", testKeysRevoke},
+	{"RevokeRace", testKeysRevokeRace},
+	{"RetireSkipsRevoked", testKeysRetireSkipsRevoked},
+	{"Reschedule", testKeysReschedule},
 }
 
 // newKey creates a signing key that activates at activates; mods adjust it first.
@@ -127,4 +132,90 @@ func testKeysLockInTx(t *testing.T, s store.Store) {
 	})
 	wantErr(t, "InTx(LockSigningKeys, CreateSigningKey)", err, nil)
 	checkSameList(t, "SigningKeys after locked creation", signingKeys(t, s, t0), []store.SigningKey{k})
+}
+
+func testKeysRevoke(t *testing.T, s store.Store) {
+	k := newKey(t, s, at(-time.Hour))
+	other := newKey(t, s, at(time.Hour))
+	when, expires := t0, at(20*time.Minute)
+
+	changed, err := s.RevokeSigningKey(t.Context(), k.KID, when, expires)
+	if err != nil || !changed {
+		t.Fatalf("RevokeSigningKey(%s) = %v, %v, want true, nil", k.KID, changed, err)
+	}
+	changed, err = s.RevokeSigningKey(t.Context(), k.KID, at(time.Minute), at(time.Hour))
+	if err != nil || changed {
+		t.Errorf("RevokeSigningKey(%s) again = %v, %v, want false, nil", k.KID, changed, err)
+	}
+	_, err = s.RevokeSigningKey(t.Context(), "no-such-kid", when, expires)
+	wantErr(t, "RevokeSigningKey(unknown)", err, store.ErrNotFound)
+
+	k.RevokedAt, k.ExpiresAt = &when, &expires
+	checkSameList(t, "SigningKeys after RevokeSigningKey", signingKeys(t, s, t0), []store.SigningKey{k, other})
+	// Listed until it expires, like any key.
+	checkSameList(t, "SigningKeys past the revoked key's expiry", signingKeys(t, s, expires), []store.SigningKey{other})
+}
+
+// testKeysRevokeRace revokes one key from several goroutines: exactly one
+// reports the change.
+func testKeysRevokeRace(t *testing.T, s store.Store) {
+	k := newKey(t, s, at(-time.Hour))
+	const n = 8
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		wins int
+	)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			changed, err := s.RevokeSigningKey(t.Context(), k.KID, at(time.Duration(i)*time.Second), at(time.Hour))
+			if err != nil {
+				t.Errorf("RevokeSigningKey(%s) = %v, want nil", k.KID, err)
+			}
+			if changed {
+				mu.Lock()
+				wins++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if wins != 1 {
+		t.Errorf("%d concurrent RevokeSigningKey(%s): %d changed it, want 1", n, k.KID, wins)
+	}
+}
+
+func testKeysRetireSkipsRevoked(t *testing.T, s store.Store) {
+	revokedAt, revokedExpiry := at(-time.Minute), at(time.Hour)
+	k := newKey(t, s, at(-time.Hour), func(k *store.SigningKey) { k.RevokedAt, k.ExpiresAt = &revokedAt, &revokedExpiry })
+	live := newKey(t, s, at(-2*time.Hour))
+	kids, err := s.RetireSigningKeys(t.Context(), t0, at(2*time.Hour), "")
+	wantErr(t, "RetireSigningKeys", err, nil)
+	if !slices.Equal(kids, []string{live.KID}) {
+		t.Errorf("RetireSigningKeys with a revoked key = %q, want [%s]", kids, live.KID)
+	}
+	retires, expires := t0, at(2*time.Hour)
+	live.RetiresAt, live.ExpiresAt = &retires, &expires
+	checkSameList(t, "SigningKeys after RetireSigningKeys", signingKeys(t, s, t0), []store.SigningKey{live, k})
+}
+
+func testKeysReschedule(t *testing.T, s store.Store) {
+	k := newKey(t, s, at(time.Hour), retired(at(2*time.Hour), at(3*time.Hour)))
+	activates := t0
+	wantErr(t, "RescheduleSigningKey", s.RescheduleSigningKey(t.Context(), k.KID, activates, nil, nil), nil)
+	k.ActivatesAt, k.RetiresAt, k.ExpiresAt = activates, nil, nil
+	checkSameList(t, "SigningKeys after RescheduleSigningKey", signingKeys(t, s, t0), []store.SigningKey{k})
+
+	retires, expires := at(time.Hour), at(2*time.Hour)
+	wantErr(t, "RescheduleSigningKey(retire)", s.RescheduleSigningKey(t.Context(), k.KID, activates, &retires, &expires), nil)
+	k.RetiresAt, k.ExpiresAt = &retires, &expires
+	checkSameList(t, "SigningKeys after RescheduleSigningKey(retire)", signingKeys(t, s, t0), []store.SigningKey{k})
+
+	wantErr(t, "RescheduleSigningKey(unknown)", s.RescheduleSigningKey(t.Context(), "no-such-kid", t0, nil, nil), store.ErrNotFound)
+	if _, err := s.RevokeSigningKey(t.Context(), k.KID, t0, at(time.Hour)); err != nil {
+		t.Fatalf("RevokeSigningKey = %v", err)
+	}
+	wantErr(t, "RescheduleSigningKey(revoked)", s.RescheduleSigningKey(t.Context(), k.KID, t0, nil, nil), store.ErrNotFound)
 }
