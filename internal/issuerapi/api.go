@@ -54,6 +54,8 @@ type Deps struct {
 	ClientIP    *clientip.Resolver
 	Limiter     Limiter // nil: no rate limits
 	Logger      *slog.Logger
+	// Revocations serves GET /v1/revocations.
+	Revocations *auth.RevocationFeed
 }
 
 // API is the issuer's HTTP surface.
@@ -66,6 +68,7 @@ type API struct {
 	ip      *clientip.Resolver
 	limiter Limiter
 	cookies verify.CookieAuth
+	feed    *auth.RevocationFeed
 	log     *slog.Logger
 	cfg     Config
 }
@@ -78,7 +81,7 @@ func New(d Deps, cfg Config) *API {
 	if cfg.JWKSMaxAge <= 0 {
 		cfg.JWKSMaxAge = 5 * time.Minute
 	}
-	return &API{auth: d.Auth, keys: d.Keys, verify: d.Verifier, db: d.DB, idem: d.Idempotency, ip: d.ClientIP, limiter: d.Limiter, cookies: cookieAuth(cfg.BrowserOrigins), log: d.Logger, cfg: cfg}
+	return &API{auth: d.Auth, keys: d.Keys, verify: d.Verifier, db: d.DB, idem: d.Idempotency, ip: d.ClientIP, limiter: d.Limiter, cookies: cookieAuth(cfg.BrowserOrigins), feed: d.Revocations, log: d.Logger, cfg: cfg}
 }
 
 // route is one endpoint: a ServeMux pattern, whether it needs an access
@@ -137,6 +140,8 @@ func (a *API) routes() []route {
 		{pattern: "GET /v1/me", protected: true, handler: a.me},
 		{pattern: "GET /v1/sessions", protected: true, handler: a.sessions},
 		{pattern: "DELETE /v1/sessions/{id}", protected: true, handler: a.revokeSession},
+		{pattern: "GET /v1/revocations", handler: a.revocations,
+			unlimited: "polled by every verifier, often several behind one address; it holds only opaque ids, costs one indexed query and answers 304 while nothing changed"},
 		{pattern: "GET /health", handler: a.health},
 		{pattern: "GET /.well-known/jwks.json", handler: a.jwks},
 		{pattern: "GET /.well-known/openid-configuration", handler: a.discovery},
