@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -31,6 +32,8 @@ type cachedToken struct {
 	kid string
 	key *keyEntry
 	exp time.Time
+	// clear is the last revocation list found not to hold the token.
+	clear atomic.Pointer[revocationSet]
 }
 
 // minShardEntries keeps shards from being so small that eviction by chance
@@ -95,21 +98,31 @@ func (c *tokenCache) len() int {
 	return n
 }
 
-// cached returns the identity remembered for the token with hash sum, if
-// the uncached check would still accept the token: it has not expired
-// under the same rule, and the key source still holds the very key that
+// cached answers for the token with hash sum from the cache; hit is false
+// when the full check must run. It gives the remembered identity only
+// where the uncached check would accept the token: it has not expired
+// under the same rule, the key source still holds the very key that
 // verified it (a key that left the set, or was replaced under its kid,
-// takes its tokens with it).
-func (v *Verifier) cached(ctx context.Context, sum *[sha256.Size]byte) *Identity {
+// takes its tokens with it), and the revocation list does not refuse it.
+func (v *Verifier) cached(ctx context.Context, sum *[sha256.Size]byte) (id *Identity, e *Error, hit bool) {
 	t := v.cache.get(sum)
 	if t == nil {
-		return nil
+		return nil, nil, false
 	}
-	if t.exp.Add(v.skew).After(v.now()) && v.currentKey(ctx, t.kid) == t.key {
-		return cloneIdentity(t.id)
+	now := v.now()
+	if !t.exp.Add(v.skew).After(now) || v.currentKey(ctx, t.kid) != t.key {
+		v.cache.remove(sum, t)
+		return nil, nil, false
 	}
-	v.cache.remove(sum, t)
-	return nil
+	if v.revs != nil {
+		if e := revokedError(v.revs.refusalCached(&t.clear, t.kid, t.id.SessionID, now), t.kid, t.id.SessionID); e != nil {
+			if e.Reason != ReasonRevocationsStale {
+				v.cache.remove(sum, t) // revoked for good
+			}
+			return nil, e, true
+		}
+	}
+	return cloneIdentity(t.id), nil, true
 }
 
 // remember caches a token just verified. A token not yet valid without

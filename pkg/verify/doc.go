@@ -37,5 +37,23 @@
 // the token. A key that leaves the set, or is replaced under its kid,
 // takes its cached tokens with it. Tokens not yet valid are not cached.
 //
+// # Revocations
+//
+// Access tokens are stateless, but a logout must not wait for exp.
+// NewRevocationSource polls the issuer's revocation feed (the whole list
+// first, then only the changes since its cursor, with If-None-Match) and
+// Config.Revocations makes a Verifier consult it after the signature and
+// the claims, and on every cache hit: a token whose sid is on the list is
+// refused with ReasonSessionRevoked, one whose kid is on it with
+// ReasonKeyRevoked, and a kid that enters the list is dropped from this
+// package's key sources at once. An entry leaves the list at its until,
+// when no token it could refuse is still valid; an answer that would hold
+// more than MaxEntries is not applied, so the list is never silently
+// incomplete: it grows stale instead. A failed refresh keeps the last
+// list. With FailClosed, a list that has not been refreshed for
+// MaxStaleness (or never loaded) refuses every token
+// (ReasonRevocationsStale); without it, signatures alone decide beyond what
+// the last list holds, and Staleness says for how long.
+//
 // Package verifytest mints tokens and serves key sets for tests.
 package verify

@@ -23,6 +23,11 @@ const (
 	ReasonIssuer      Reason = "issuer"        // iss missing or not the configured issuer
 	ReasonAudience    Reason = "audience"      // aud missing or without the configured audience
 	ReasonClaims      Reason = "claims"        // a claim of the wrong type, exp or sub missing
+
+	// The reasons of a Verifier with Config.Revocations.
+	ReasonSessionRevoked   Reason = "session_revoked"   // the sid is on the revocation list
+	ReasonKeyRevoked       Reason = "key_revoked"       // the kid is on the revocation list
+	ReasonRevocationsStale Reason = "revocations_stale" // fail-closed, and the list is stale or never loaded
 )
 
 // ErrUnknownKey is what a KeySource returns, wrapped, when it has no key for

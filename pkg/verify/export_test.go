@@ -29,3 +29,9 @@ func (s *FileSource) Poll() (loaded bool, err error) { return s.poll() }
 
 // CacheLen returns the number of cached tokens.
 func (v *Verifier) CacheLen() int { return v.cache.len() }
+
+// NewManualRevocationSource is NewRevocationSource without the polling
+// loop.
+func NewManualRevocationSource(ctx context.Context, url string, opts RevocationOptions) (*RevocationSource, error) {
+	return newRevocationSource(ctx, url, opts)
+}

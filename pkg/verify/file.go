@@ -61,6 +61,7 @@ type FileSource struct {
 	sum      [sha256.Size]byte
 	loadErr  error  // outcome of loading the content with hash sum
 	reported string // the last error reported, to report each once
+	dropped  droppedKids
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -239,7 +240,7 @@ func (s *FileSource) poll() (loaded bool, err error) {
 	}
 	s.loadErr = nil
 	ks.loadedAt = s.now()
-	s.cur.Store(ks)
+	s.cur.Store(s.dropped.apply(ks))
 	return true, nil
 }
 

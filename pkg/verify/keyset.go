@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -101,4 +102,95 @@ func lookupIn(ks *keySet, kid string) *keyEntry {
 		return nil
 	}
 	return ks.keys[kid]
+}
+
+// keyDropper is implemented by the key sources that can take a revoked key
+// out of their set at once, instead of at their next reload: a Verifier
+// with a RevocationSource registers it.
+type keyDropper interface {
+	dropKeys(kids []string)
+}
+
+var (
+	_ keyDropper = (*RemoteSource)(nil)
+	_ keyDropper = (*FileSource)(nil)
+	_ keyDropper = multiSource(nil)
+)
+
+// droppedKids are the kids a revocation list took out of a source. A kid is
+// remembered until a loaded set no longer holds it: then the issuer has
+// unpublished the key, and there is nothing left to drop.
+type droppedKids map[string]struct{}
+
+// add records kids, allocating d when nil.
+func (d droppedKids) add(kids []string) droppedKids {
+	if d == nil {
+		d = droppedKids{}
+	}
+	for _, kid := range kids {
+		d[kid] = struct{}{}
+	}
+	return d
+}
+
+// apply returns ks without the dropped kids, and forgets the kids ks does
+// not hold. ks, freshly loaded, is not shared yet.
+func (d droppedKids) apply(ks *keySet) *keySet {
+	for kid := range d {
+		_, ok := ks.keys[kid]
+		_, bad := ks.bad[kid]
+		if !ok && !bad {
+			delete(d, kid)
+		}
+	}
+	return d.without(ks)
+}
+
+// without returns ks, or a copy of it without the dropped kids when it
+// holds any; ks itself is never modified, since readers may hold it.
+func (d droppedKids) without(ks *keySet) *keySet {
+	if ks == nil {
+		return nil
+	}
+	hit := false
+	for kid := range d {
+		if _, ok := ks.keys[kid]; ok {
+			hit = true
+			break
+		}
+	}
+	if !hit {
+		return ks
+	}
+	n := &keySet{staticSource: &staticSource{keys: maps.Clone(ks.keys), bad: ks.bad}, loadedAt: ks.loadedAt}
+	for kid := range d {
+		delete(n.keys, kid)
+	}
+	return n
+}
+
+func (s *RemoteSource) dropKeys(kids []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dropped = s.dropped.add(kids)
+	if ks := s.cur.Load(); ks != nil {
+		s.cur.Store(s.dropped.without(ks))
+	}
+}
+
+func (s *FileSource) dropKeys(kids []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dropped = s.dropped.add(kids)
+	if ks := s.cur.Load(); ks != nil {
+		s.cur.Store(s.dropped.without(ks))
+	}
+}
+
+func (m multiSource) dropKeys(kids []string) {
+	for _, s := range m {
+		if d, ok := s.(keyDropper); ok {
+			d.dropKeys(kids)
+		}
+	}
 }

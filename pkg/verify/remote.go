@@ -111,6 +111,7 @@ type RemoteSource struct {
 	mu       sync.Mutex
 	next     time.Time // when the background loop fetches next
 	failures int       // consecutive failed fetches
+	dropped  droppedKids
 
 	life   context.Context
 	cancel context.CancelFunc
@@ -326,6 +327,7 @@ func (s *RemoteSource) load() error {
 	} else {
 		s.failures = 0
 		ks.loadedAt = now
+		ks = s.dropped.apply(ks)
 		s.cur.Store(ks)
 	}
 	s.next = now.Add(delay)

@@ -42,6 +42,13 @@ type Config struct {
 	// the uncached check would accept it: before exp (plus ClockSkew), and
 	// while the key source still holds the very key that verified it.
 	CacheSize int
+	// Revocations, when set, is the issuer's revocation list: a token whose
+	// sid or kid is on it is refused (ReasonSessionRevoked,
+	// ReasonKeyRevoked), a cached one included, and, when the source fails
+	// closed, every token while the list is stale (ReasonRevocationsStale).
+	// A kid that enters the list is also dropped from the key sources of
+	// this package at once.
+	Revocations *RevocationSource
 }
 
 // Identity is what a verified access token says about its bearer.
@@ -72,8 +79,9 @@ type Verifier struct {
 	skew     time.Duration
 	now      func() time.Time
 	maxBytes int
-	cache    *tokenCache // nil when off
-	lookup   keyLookup   // src itself when it can answer without fetching
+	cache    *tokenCache       // nil when off
+	lookup   keyLookup         // src itself when it can answer without fetching
+	revs     *RevocationSource // nil: signatures alone
 }
 
 // New returns a Verifier that takes keys from src. It reports every problem
@@ -134,6 +142,11 @@ func New(src KeySource, cfg Config) (*Verifier, error) {
 	if cfg.CacheSize > 0 {
 		v.cache = newTokenCache(cfg.CacheSize)
 	}
+	if v.revs = cfg.Revocations; v.revs != nil {
+		if d, ok := src.(keyDropper); ok {
+			v.revs.onKeysRevoked(d.dropKeys)
+		}
+	}
 	return v, nil
 }
 
@@ -163,8 +176,8 @@ func (v *Verifier) verify(ctx context.Context, token string) (*Identity, *Error)
 		return id, e
 	}
 	sum := sha256.Sum256([]byte(token))
-	if id := v.cached(ctx, &sum); id != nil {
-		return id, nil
+	if id, e, hit := v.cached(ctx, &sum); hit {
+		return id, e
 	}
 	id, kid, key, e := v.check(ctx, token)
 	if e == nil {
@@ -195,6 +208,11 @@ func (v *Verifier) check(ctx context.Context, token string) (*Identity, string, 
 		return nil, "", nil, fail(ReasonHeader, "no kid")
 	}
 	kid := string(h.kid)
+	if v.revs != nil && v.revs.KeyRevoked(kid) {
+		// Before the key is looked up: the key source may have dropped
+		// it already, which would read as an unknown kid.
+		return nil, "", nil, fail(ReasonKeyRevoked, "kid %s is on the revocation list", quoteParam(kid))
+	}
 	key, err := v.entry(ctx, kid)
 	if err != nil {
 		return nil, "", nil, &Error{Reason: ReasonUnknownKey, Err: fmt.Errorf("kid %s: %w", quoteParam(kid), err)}
@@ -206,7 +224,28 @@ func (v *Verifier) check(ctx context.Context, token string) (*Identity, string, 
 		return nil, "", nil, fail(ReasonSignature, "%s signature does not match kid %s", alg, quoteParam(kid))
 	}
 	id, e := v.claims(c.payload)
-	return id, kid, key, e
+	if e == nil && v.revs != nil {
+		e = revokedError(v.revs.refusal(kid, id.SessionID, v.now()), kid, id.SessionID)
+	}
+	if e != nil {
+		return nil, "", nil, e
+	}
+	return id, kid, key, nil
+}
+
+// revokedError returns the error for the revocation list's refusal r of a
+// token with kid and sid, or nil when r is "".
+func revokedError(r Reason, kid, sid string) *Error {
+	switch r {
+	case "":
+		return nil
+	case ReasonSessionRevoked:
+		return fail(r, "sid %s is on the revocation list", quoteParam(sid))
+	case ReasonKeyRevoked:
+		return fail(r, "kid %s is on the revocation list", quoteParam(kid))
+	default:
+		return fail(r, "the revocation list is stale and the verifier fails closed")
+	}
 }
 
 // algorithm returns the header's alg as one of the allowed constants.

@@ -1,4 +1,5 @@
-// Package verifytest mints access tokens and serves JWK sets for the tests
+// Package verifytest mints access tokens and serves JWK sets and revocation
+// feeds for the tests
 // of applications that use package verify, and for verify's own tests.
 //
 // Every helper takes the test's testing.TB and fails the test on error.
