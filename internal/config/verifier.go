@@ -37,6 +37,11 @@ type Verifier struct {
 	CacheSize       int
 	LogLevel        string
 
+	RevocationURL          string
+	RevocationPollInterval time.Duration
+	RevocationMaxStaleness time.Duration
+	RevocationFailClosed   bool
+
 	ReadHeaderTimeout time.Duration
 	ReadIdleTimeout   time.Duration
 	ReadMinRate       int64
@@ -51,6 +56,10 @@ func (c *Verifier) KeyFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.ClockSkew, "clock-skew", 30*time.Second, "clock skew allowed on exp, nbf and iat")
 	fs.StringVar(&c.HS256SecretFile, "hs256-secret-file", "", "file holding a shared secret; when set, HS256 tokens are accepted too")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.StringVar(&c.RevocationURL, "revocation-url", "", "URL of the issuer's revocation feed (e.g. http://issuer:8080/v1/revocations); tokens of a revoked session or key are refused")
+	fs.DurationVar(&c.RevocationPollInterval, "revocation-poll-interval", 5*time.Second, "how often the revocation feed is asked for changes")
+	fs.DurationVar(&c.RevocationMaxStaleness, "revocation-max-staleness", time.Minute, "how long the revocation list may go without a successful refresh before it counts as stale")
+	fs.BoolVar(&c.RevocationFailClosed, "revocation-fail-closed", false, "refuse every token while the revocation list is stale, instead of trusting signatures alone")
 }
 
 // ServeFlags registers the flags of `verifier serve`.
@@ -97,7 +106,30 @@ func (c *Verifier) ValidateKeys() error {
 	if _, err := ParseLogLevel(c.LogLevel); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, c.validateRevocations()...)
 	return errors.Join(errs...)
+}
+
+// validateRevocations checks the revocation settings.
+func (c *Verifier) validateRevocations() []error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.RevocationURL == "" {
+		if c.RevocationFailClosed {
+			add("--revocation-fail-closed needs --revocation-url")
+		}
+		return errs
+	}
+	if u, err := url.Parse(c.RevocationURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		add("--revocation-url must be an absolute http(s) URL, got %q", c.RevocationURL)
+	}
+	if c.RevocationPollInterval <= 0 || c.RevocationPollInterval > 10*time.Minute {
+		add("--revocation-poll-interval must be above 0 and at most 10m, got %s", c.RevocationPollInterval)
+	}
+	if c.RevocationMaxStaleness <= c.RevocationPollInterval {
+		add("--revocation-max-staleness must exceed --revocation-poll-interval (%s), got %s", c.RevocationPollInterval, c.RevocationMaxStaleness)
+	}
+	return errs
 }
 
 // ValidateServe checks everything `verifier serve` needs, reporting every

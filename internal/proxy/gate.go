@@ -89,8 +89,14 @@ func (g *gate) reject(w http.ResponseWriter, r *http.Request, err error) {
 	reason := verify.ReasonOf(err)
 	g.cfg.Metrics.outcome(OutcomeRejected, reason)
 	level := slog.LevelDebug
-	if errors.Is(err, verify.ErrUnknownKey) || reason == verify.ReasonUnknownKey {
+	switch {
+	case errors.Is(err, verify.ErrUnknownKey) || reason == verify.ReasonUnknownKey:
 		// Unknown keys after a rotation gone wrong deserve attention.
+		level = slog.LevelInfo
+	case reason == verify.ReasonKeyRevoked || reason == verify.ReasonRevocationsStale:
+		// A token of a compromised key, or a verifier cut off from the
+		// issuer's revocations, deserves attention too. A revoked session
+		// is routine: the user logged out.
 		level = slog.LevelInfo
 	}
 	// The reason and detail are safe to log: verify never puts the token

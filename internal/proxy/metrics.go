@@ -35,6 +35,7 @@ type Metrics struct {
 	failures        *prometheus.CounterVec
 	latency         prometheus.Histogram
 	refreshFailures prometheus.Counter
+	revFailures     prometheus.Counter // nil until WithRevocations
 }
 
 // NewMetrics registers the series on reg. keySetAge reports the seconds
@@ -81,6 +82,35 @@ func (m *Metrics) failure(reason string) {
 func (m *Metrics) observe(d time.Duration) {
 	if m != nil {
 		m.latency.Observe(d.Seconds())
+	}
+}
+
+// WithRevocations registers the revocation list's series on reg:
+// staleness reports the seconds since the list was last refreshed (a
+// negative value while none has loaded), size its entries. The refusals it
+// causes are counted by verifier_requests_total with the reasons
+// session_revoked, key_revoked and revocations_stale, which start at 0.
+func (m *Metrics) WithRevocations(reg prometheus.Registerer, staleness, size func() float64) {
+	m.revFailures = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "verifier_revocations_refresh_failures_total",
+		Help: "Failed refreshes of the revocation list (the last good list stays in use).",
+	})
+	reg.MustRegister(m.revFailures, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "verifier_revocations_staleness_seconds",
+		Help: "Seconds since the revocation list was last refreshed successfully; -1 while none has loaded.",
+	}, staleness), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "verifier_revocations_entries",
+		Help: "Sessions and signing keys on the revocation list.",
+	}, size))
+	for _, r := range []verify.Reason{verify.ReasonSessionRevoked, verify.ReasonKeyRevoked, verify.ReasonRevocationsStale} {
+		m.requests.WithLabelValues(OutcomeRejected, string(r))
+	}
+}
+
+// RevocationRefreshFailed counts a failed refresh of the revocation list.
+func (m *Metrics) RevocationRefreshFailed() {
+	if m != nil && m.revFailures != nil {
+		m.revFailures.Inc()
 	}
 }
 

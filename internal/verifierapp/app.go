@@ -6,6 +6,7 @@ package verifierapp
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -36,42 +37,88 @@ type KeySet interface {
 	Close() error
 }
 
-// Keys builds the key source and the verifier of cfg. onRefresh sees every
-// failed key-set load; it may be nil.
-func Keys(ctx context.Context, cfg config.Verifier, log *slog.Logger, onRefresh func(error)) (KeySet, *verify.Verifier, error) {
-	ks, err := openKeySet(ctx, cfg, log, onRefresh)
-	if err != nil {
-		return nil, nil, err
+// Sources are what the verifier consults besides the token: the key set
+// and, with --revocation-url, the revocation list.
+type Sources struct {
+	Keys        KeySet
+	Revocations *verify.RevocationSource // nil without --revocation-url
+}
+
+// Ready reports whether every source has loaded.
+func (s Sources) Ready() bool {
+	return s.Keys.Ready() && (s.Revocations == nil || s.Revocations.Ready())
+}
+
+// Close stops the sources' background work.
+func (s Sources) Close() {
+	s.Keys.Close()
+	if s.Revocations != nil {
+		s.Revocations.Close()
 	}
+}
+
+// Hooks see every failed background load; each may be nil.
+type Hooks struct {
+	KeySetFailed      func(error)
+	RevocationsFailed func(error)
+}
+
+// Keys builds the sources and the verifier of cfg.
+func Keys(ctx context.Context, cfg config.Verifier, log *slog.Logger, hooks Hooks) (Sources, *verify.Verifier, error) {
+	ks, err := openKeySet(ctx, cfg, log, hooks.KeySetFailed)
+	if err != nil {
+		return Sources{}, nil, err
+	}
+	srcs := Sources{Keys: ks}
 	src := verify.KeySource(ks)
 	algs := []string{"RS256"}
 	if cfg.HS256SecretFile != "" {
 		secret, err := readSecret(cfg.HS256SecretFile)
 		if err != nil {
-			ks.Close()
-			return nil, nil, err
+			srcs.Close()
+			return Sources{}, nil, err
 		}
 		// Only the configuration adds HS256: a token's header never does.
 		src, algs = verify.Sources(ks, secret), append(algs, "HS256")
 	}
+	if cfg.RevocationURL != "" {
+		srcs.Revocations, err = verify.NewRevocationSource(ctx, cfg.RevocationURL, verify.RevocationOptions{
+			PollInterval: cfg.RevocationPollInterval, MaxStaleness: cfg.RevocationMaxStaleness, FailClosed: cfg.RevocationFailClosed,
+			Client: &http.Client{Transport: &http.Transport{Proxy: http.ProxyFromEnvironment, MaxIdleConnsPerHost: 2}},
+			Logger: log, OnRefresh: failuresOnly(hooks.RevocationsFailed),
+		})
+		if err != nil {
+			srcs.Close()
+			return Sources{}, nil, err
+		}
+	}
 	v, err := verify.New(src, verify.Config{
 		Issuer: cfg.Issuer, Audience: cfg.Audience, Algorithms: algs, ClockSkew: cfg.ClockSkew, CacheSize: cfg.CacheSize,
+		Revocations: srcs.Revocations,
 	})
 	if err != nil {
-		ks.Close()
-		return nil, nil, err
+		srcs.Close()
+		return Sources{}, nil, err
 	}
-	return ks, v, nil
+	return srcs, v, nil
+}
+
+// failuresOnly passes fn the errors among outcomes; nil for a nil fn.
+func failuresOnly(fn func(error)) func(error) {
+	if fn == nil {
+		return nil
+	}
+	return func(err error) {
+		if err != nil {
+			fn(err)
+		}
+	}
 }
 
 // openKeySet starts the key source: a remote JWK set or a watched file.
 // Neither waits for the first load; readiness says when one has happened.
 func openKeySet(ctx context.Context, cfg config.Verifier, log *slog.Logger, onRefresh func(error)) (KeySet, error) {
-	report := func(err error) {
-		if err != nil && onRefresh != nil {
-			onRefresh(err)
-		}
-	}
+	report := failuresOnly(onRefresh)
 	if cfg.JWKSFile != "" {
 		return verify.NewFileSource(cfg.JWKSFile, verify.FileOptions{Logger: log, OnReload: report})
 	}
@@ -116,15 +163,28 @@ func Serve(ctx context.Context, cfg config.Verifier, log *slog.Logger) error {
 		}
 		return time.Since((*ks).LoadedAt()).Seconds()
 	})
-	ks, v, err := Keys(ctx, cfg, log, func(err error) {
-		metrics.RefreshFailed()
-		log.Warn("key set load failed; keeping the last good set", slog.String("err", err.Error()))
+	srcs, v, err := Keys(ctx, cfg, log, Hooks{
+		KeySetFailed: func(err error) {
+			metrics.RefreshFailed()
+			log.Warn("key set load failed; keeping the last good set", slog.String("err", err.Error()))
+		},
+		RevocationsFailed: func(error) { metrics.RevocationRefreshFailed() }, // the source logs it
 	})
 	if err != nil {
 		return err
 	}
-	defer ks.Close()
+	defer srcs.Close()
+	ks := srcs.Keys
 	loaded.Store(&ks)
+	if revs := srcs.Revocations; revs != nil {
+		metrics.WithRevocations(reg, func() float64 {
+			st, ok := revs.Staleness()
+			if !ok {
+				return -1
+			}
+			return st.Seconds()
+		}, func() float64 { return float64(revs.Len()) })
+	}
 	trusted, err := clientip.New(cfg.TrustedProxies)
 	if err != nil {
 		return err
@@ -157,7 +217,7 @@ func Serve(ctx context.Context, cfg config.Verifier, log *slog.Logger) error {
 	// long it takes.
 	timeouts := httpserver.Options{ReadHeaderTimeout: cfg.ReadHeaderTimeout, BodyIdleTimeout: cfg.ReadIdleTimeout, BodyMinRate: cfg.ReadMinRate}
 	main := httpserver.New("proxy", log, h, timeouts)
-	admin := httpserver.New("admin", log, adminMux(reg, ks), timeouts)
+	admin := httpserver.New("admin", log, adminMux(reg, srcs), timeouts)
 	if err := main.Listen(cfg.Listen); err != nil {
 		return err
 	}
@@ -168,7 +228,7 @@ func Serve(ctx context.Context, cfg config.Verifier, log *slog.Logger) error {
 	return httpserver.Run(ctx, main, admin)
 }
 
-func adminMux(reg *prometheus.Registry, ks KeySet) *http.ServeMux {
+func adminMux(reg *prometheus.Registry, srcs Sources) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -176,35 +236,61 @@ func adminMux(reg *prometheus.Registry, ks KeySet) *http.ServeMux {
 		w.Write([]byte(`{"status":"ok"}` + "\n"))
 	})
 	// Not ready until a key set is loaded: the verifier never fails open,
-	// so before then it could only refuse every request.
+	// so before then it could only refuse every request. Likewise for the
+	// first revocation list, when there is one.
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		if !ks.Ready() {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			w.Write([]byte(`{"status":"unavailable"}` + "\n"))
-			return
+		body := readiness{Status: "ok"}
+		if revs := srcs.Revocations; revs != nil {
+			st, loaded := revs.Staleness()
+			body.Revocations = &revocationReadiness{
+				Loaded: loaded, StalenessSeconds: st.Seconds(), Stale: revs.Stale(),
+				FailClosed: revs.FailClosed(), Entries: revs.Len(),
+			}
 		}
-		w.Write([]byte(`{"status":"ok"}` + "\n"))
+		if !srcs.Ready() {
+			body.Status = "unavailable"
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		_ = json.NewEncoder(w).Encode(body)
 	})
 	return mux
 }
 
+// readiness is the body of /readyz.
+type readiness struct {
+	Status      string               `json:"status"`
+	Revocations *revocationReadiness `json:"revocations,omitempty"`
+}
+
+// revocationReadiness is the revocation list's part of /readyz.
+type revocationReadiness struct {
+	Loaded           bool    `json:"loaded"`
+	StalenessSeconds float64 `json:"staleness_seconds"`
+	Stale            bool    `json:"stale"`
+	FailClosed       bool    `json:"fail_closed"`
+	Entries          int     `json:"entries"`
+}
+
 // Check verifies one token as Serve would, waiting up to 10 s for the key
-// set to load.
+// set (and the revocation list, when configured) to load.
 func Check(ctx context.Context, cfg config.Verifier, log *slog.Logger, token string) (*verify.Identity, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	ks, v, err := Keys(ctx, cfg, log, func(err error) { log.Warn("key set load failed", slog.String("err", err.Error())) })
+	srcs, v, err := Keys(ctx, cfg, log, Hooks{KeySetFailed: func(err error) { log.Warn("key set load failed", slog.String("err", err.Error())) }})
 	if err != nil {
 		return nil, err
 	}
-	defer ks.Close()
+	defer srcs.Close()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
-	for !ks.Ready() {
+	for !srcs.Ready() {
 		select {
 		case <-ctx.Done():
-			return nil, errors.New("no key set loaded within 10s")
+			if !srcs.Keys.Ready() {
+				return nil, errors.New("no key set loaded within 10s")
+			}
+			return nil, errors.New("no revocation list loaded within 10s")
 		case <-tick.C:
 		}
 	}

@@ -1,6 +1,6 @@
 // Package verifytest mints access tokens and serves JWK sets and revocation
-// feeds for the tests
-// of applications that use package verify, and for verify's own tests.
+// feeds for the tests of applications that use package verify, and for
+// verify's own tests.
 //
 // Every helper takes the test's testing.TB and fails the test on error.
 // Outside a test (in an Example) nil may be passed; an error then panics.
