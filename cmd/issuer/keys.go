@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -15,7 +16,7 @@ import (
 
 func newKeysCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "keys", Short: "Inspect, rotate and revoke the signing keys; re-seal secrets under a new key-encryption key"}
-	cmd.AddCommand(newKeysListCmd(), newKeysRotateCmd(), newKeysRevokeCmd())
+	cmd.AddCommand(newKeysListCmd(), newKeysRotateCmd(), newKeysRevokeCmd(), newKeysResealCmd())
 	return cmd
 }
 
@@ -93,6 +94,31 @@ func newKeysRevokeCmd() *cobra.Command {
 					return describe(err)
 				}
 				cmd.Printf("revoked key %s at %s\n", k.KID, ts(k.RevokedAt))
+				return nil
+			})
+		},
+	}
+	cfg.StoreFlags(cmd.Flags())
+	bindEnv(cmd)
+	return cmd
+}
+
+func newKeysResealCmd() *cobra.Command {
+	var cfg config.Issuer
+	cmd := &cobra.Command{
+		Use:   "reseal",
+		Short: "Re-seal every sealed secret (signing keys, queued mail tokens, webhook secrets) under the newest key-encryption key (the first line of --kek-file), after which the older lines can be removed",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return withService(cmd.Context(), cfg, func(svc *auth.Service) error {
+				r, err := svc.ResealSecrets(cmd.Context(), auth.Operator(), cliMeta)
+				if err != nil {
+					return describe(err)
+				}
+				cmd.Printf("resealed %d, already under the newest key %d, changed meanwhile %d, unreadable %d\n", r.Resealed, r.Current, r.Changed, r.Failed)
+				if r.Failed > 0 {
+					return fmt.Errorf("%d sealed secrets open with no key in --kek-file: keep the key that sealed them", r.Failed)
+				}
 				return nil
 			})
 		},

@@ -126,3 +126,74 @@ func rotatedData(kid string, retired []string, activateIn time.Duration) map[str
 	}
 	return map[string]any{"kid": kid, "retired": retired, "activate_in_seconds": int64(activateIn / time.Second)}
 }
+
+// EventSecretsResealed records a re-sealing of every sealed secret under
+// the newest key-encryption key; audit-only, never delivered.
+const EventSecretsResealed = "secrets.resealed"
+
+// ResealReport counts what ResealSecrets did.
+type ResealReport struct {
+	Resealed int // re-sealed under the newest key
+	Current  int // sealed under the newest key already
+	Changed  int // changed meanwhile by someone else (a mail sent, a secret rotated): left as written
+	Failed   int // opened by no key held: sealed under a key no longer in the file, or damaged
+}
+
+// sealContext is what a sealed value of kind is bound to.
+func sealContext(kind, id string) string {
+	switch kind {
+	case store.SealedMailToken:
+		return MailSealContext(id)
+	case store.SealedWebhookSecret, store.SealedWebhookPrevious:
+		return WebhookSealContext(id)
+	}
+	return id // a signing key's private half is bound to its kid
+}
+
+// ResealSecrets re-seals every sealed secret (signing keys, queued mails'
+// link tokens, webhook endpoints' secrets) under the newest
+// key-encryption key, so the older keys can be removed from the key file.
+// Each value is replaced only if it is unchanged since it was read, so a
+// concurrent writer wins and nothing is lost; values no key opens are
+// counted, not touched. It records secrets.resealed with the counts.
+// Replicas still running with the old file seal new values under the old
+// key: restart every replica with the new file first.
+func (s *Service) ResealSecrets(ctx context.Context, a Actor, m Meta) (ResealReport, error) {
+	var r ResealReport
+	if err := s.authorizeRead(ctx, a); err != nil {
+		return r, err
+	}
+	vs, err := s.st.SealedValues(ctx)
+	if err != nil {
+		return r, apperr.Internal(err)
+	}
+	for _, v := range vs {
+		sealed, changed, err := s.sealer.Reseal(v.Sealed, sealContext(v.Kind, v.ID))
+		switch {
+		case err != nil:
+			r.Failed++
+			s.log.Warn("a sealed secret opens with no key-encryption key held", "kind", v.Kind, "id", v.ID)
+			continue
+		case !changed:
+			r.Current++
+			continue
+		}
+		old := v.Sealed
+		v.Sealed = sealed
+		err = s.st.ReplaceSealedValue(ctx, v, old)
+		switch {
+		case errors.Is(err, store.ErrPrecondition):
+			r.Changed++
+		case err != nil:
+			return r, apperr.Internal(err)
+		default:
+			r.Resealed++
+		}
+	}
+	now := s.clock()
+	data := map[string]any{"resealed": r.Resealed, "current": r.Current, "changed": r.Changed, "failed": r.Failed}
+	if err := s.st.AppendAudit(ctx, s.adminEvent(EventSecretsResealed, now, m, a, "", data)); err != nil {
+		return r, apperr.Internal(err)
+	}
+	return r, nil
+}

@@ -120,6 +120,9 @@ type Service struct {
 // endpoint's secrets, bound to the endpoint's id.
 type Sealer interface {
 	Seal(plain []byte, context string) ([]byte, error)
+	// Reseal returns sealed re-sealed under the newest key-encryption key
+	// and whether that changed it (see ResealSecrets).
+	Reseal(sealed []byte, context string) ([]byte, bool, error)
 }
 
 // Deps are the Service's collaborators.

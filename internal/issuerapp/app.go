@@ -53,12 +53,12 @@ func Open(ctx context.Context, cfg config.Issuer, log *slog.Logger, migrate bool
 			return nil, err
 		}
 	}
-	kek, err := loadKEK(cfg, log)
+	keks, err := loadKEK(cfg, log)
 	if err != nil {
 		st.Close()
 		return nil, err
 	}
-	sealer, err := keys.NewSealer(kek, rand.Reader)
+	sealer, err := keys.NewKeyring(keks, rand.Reader)
 	if err != nil {
 		st.Close()
 		return nil, err
@@ -74,18 +74,18 @@ func Open(ctx context.Context, cfg config.Issuer, log *slog.Logger, migrate bool
 	}, nil
 }
 
-// loadKEK reads the key-encryption key. Only the embedded default may
+// loadKEK reads the key-encryption keys, newest first. Only the embedded default may
 // generate a missing one: a production deployment that lost its secret must
 // fail loudly rather than seal new keys under a key nobody backed up.
-func loadKEK(cfg config.Issuer, log *slog.Logger) ([]byte, error) {
-	kek, err := keys.LoadKEKFile(cfg.KEKFile)
+func loadKEK(cfg config.Issuer, log *slog.Logger) ([][]byte, error) {
+	keks, err := keys.LoadKEKFile(cfg.KEKFile)
 	if err == nil || !errors.Is(err, fs.ErrNotExist) {
-		return kek, err
+		return keks, err
 	}
 	if !cfg.Embedded() {
 		return nil, fmt.Errorf("key-encryption key file %s does not exist (generate one with: head -c 32 /dev/urandom | base64 > %s)", cfg.KEKFile, cfg.KEKFile)
 	}
-	kek, err = keys.GenerateKEKFile(cfg.KEKFile, rand.Reader)
+	kek, err := keys.GenerateKEKFile(cfg.KEKFile, rand.Reader)
 	if errors.Is(err, fs.ErrExist) {
 		// Another process created it first; use theirs.
 		return keys.LoadKEKFile(cfg.KEKFile)
@@ -94,7 +94,7 @@ func loadKEK(cfg config.Issuer, log *slog.Logger) ([]byte, error) {
 		return nil, err
 	}
 	log.Warn("generated a development key-encryption key; mount a real secret in production", "path", cfg.KEKFile)
-	return kek, nil
+	return [][]byte{kek}, nil
 }
 
 // Close releases the database.

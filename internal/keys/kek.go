@@ -53,13 +53,40 @@ func printable(b []byte) bool {
 	return true
 }
 
-// LoadKEKFile reads the key-encryption key from path.
-func LoadKEKFile(path string) ([]byte, error) {
+// ParseKEKs reads a key-encryption key file: one key per line, newest
+// first, each in any form ParseKEK accepts; blank lines and lines starting
+// with # are skipped. 32 raw bytes are one key. Several lines let the key
+// be rotated: secrets are sealed with the first and opened with any.
+func ParseKEKs(b []byte) ([][]byte, error) {
+	if len(b) == KEKSize && !printable(b) {
+		return [][]byte{append([]byte(nil), b...)}, nil
+	}
+	var out [][]byte
+	for i, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, err := ParseKEK([]byte(line))
+		if err != nil {
+			// Never echo the line: it may be a key with a typo.
+			return nil, fmt.Errorf("line %d: %w", i+1, err)
+		}
+		out = append(out, k)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("keys: key-encryption key file holds no key (one base64 key of %d bytes per line)", KEKSize)
+	}
+	return out, nil
+}
+
+// LoadKEKFile reads the key-encryption keys from path, newest first.
+func LoadKEKFile(path string) ([][]byte, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("keys: read key-encryption key: %w", err)
 	}
-	return ParseKEK(b)
+	return ParseKEKs(b)
 }
 
 // GenerateKEKFile creates path (and its directory) with a new random
@@ -88,56 +115,98 @@ func GenerateKEKFile(path string, rand io.Reader) ([]byte, error) {
 	return k, nil
 }
 
-// Sealer encrypts private key material at rest with AES-256-GCM under the
-// key-encryption key, binding each ciphertext to its context (the kid) so a
-// row copied onto another key's row does not open.
+// Sealer encrypts secrets at rest with AES-256-GCM under the
+// key-encryption key, binding each ciphertext to its context (a kid, a mail
+// id, a webhook endpoint id) so a value copied onto another row does not
+// open. It may hold several keys, newest first: it seals with the newest
+// and opens with any, so the key can be rotated without downtime.
 type Sealer struct {
-	aead cipher.AEAD
-	kek  []byte
-	rand io.Reader
+	aeads []cipher.AEAD // newest first
+	kek   []byte        // the newest
+	rand  io.Reader
 }
 
 // NewSealer returns a Sealer for kek. rand supplies nonces.
 func NewSealer(kek []byte, rand io.Reader) (*Sealer, error) {
-	if len(kek) != KEKSize {
-		return nil, fmt.Errorf("keys: key-encryption key must be %d bytes", KEKSize)
-	}
-	block, err := aes.NewCipher(kek)
-	if err != nil {
-		return nil, fmt.Errorf("keys: %w", err)
-	}
-	aead, err := cipher.NewGCM(block)
-	if err != nil {
-		return nil, fmt.Errorf("keys: %w", err)
-	}
-	return &Sealer{aead: aead, kek: append([]byte(nil), kek...), rand: rand}, nil
+	return NewKeyring([][]byte{kek}, rand)
 }
 
-// Seal encrypts plain, bound to context. The output is nonce || ciphertext.
+// NewKeyring returns a Sealer over keks, newest first: it seals with
+// keks[0] and opens what any of them sealed.
+func NewKeyring(keks [][]byte, rand io.Reader) (*Sealer, error) {
+	if len(keks) == 0 {
+		return nil, errors.New("keys: no key-encryption key")
+	}
+	s := &Sealer{kek: append([]byte(nil), keks[0]...), rand: rand}
+	for _, kek := range keks {
+		if len(kek) != KEKSize {
+			return nil, fmt.Errorf("keys: key-encryption key must be %d bytes", KEKSize)
+		}
+		block, err := aes.NewCipher(kek)
+		if err != nil {
+			return nil, fmt.Errorf("keys: %w", err)
+		}
+		aead, err := cipher.NewGCM(block)
+		if err != nil {
+			return nil, fmt.Errorf("keys: %w", err)
+		}
+		s.aeads = append(s.aeads, aead)
+	}
+	return s, nil
+}
+
+// Seal encrypts plain with the newest key, bound to context. The output is
+// nonce || ciphertext.
 func (s *Sealer) Seal(plain []byte, context string) ([]byte, error) {
-	nonce := make([]byte, s.aead.NonceSize(), s.aead.NonceSize()+len(plain)+s.aead.Overhead())
+	aead := s.aeads[0]
+	nonce := make([]byte, aead.NonceSize(), aead.NonceSize()+len(plain)+aead.Overhead())
 	if _, err := io.ReadFull(s.rand, nonce); err != nil {
 		return nil, fmt.Errorf("keys: nonce: %w", err)
 	}
-	return s.aead.Seal(nonce, nonce, plain, []byte(context)), nil
+	return aead.Seal(nonce, nonce, plain, []byte(context)), nil
 }
 
-// Open decrypts what Seal produced for the same context.
+// Open decrypts what Seal produced for the same context under any of the
+// keys.
 func (s *Sealer) Open(sealed []byte, context string) ([]byte, error) {
-	n := s.aead.NonceSize()
-	if len(sealed) < n+s.aead.Overhead() {
-		return nil, ErrSealed
+	plain, _, err := s.open(sealed, context)
+	return plain, err
+}
+
+// open also reports which key opened it (0 is the newest).
+func (s *Sealer) open(sealed []byte, context string) ([]byte, int, error) {
+	for i, aead := range s.aeads {
+		n := aead.NonceSize()
+		if len(sealed) < n+aead.Overhead() {
+			return nil, 0, ErrSealed
+		}
+		if plain, err := aead.Open(nil, sealed[:n], sealed[n:], []byte(context)); err == nil {
+			return plain, i, nil
+		}
 	}
-	plain, err := s.aead.Open(nil, sealed[:n], sealed[n:], []byte(context))
+	return nil, 0, ErrSealed
+}
+
+// Reseal returns sealed re-sealed under the newest key, and whether that
+// changed anything: a value the newest key sealed already is returned as
+// it is. ErrSealed when no key opens it.
+func (s *Sealer) Reseal(sealed []byte, context string) ([]byte, bool, error) {
+	plain, i, err := s.open(sealed, context)
 	if err != nil {
-		return nil, ErrSealed
+		return nil, false, err
 	}
-	return plain, nil
+	if i == 0 {
+		return sealed, false, nil
+	}
+	out, err := s.Seal(plain, context)
+	return out, err == nil, err
 }
 
 // DeriveSecret returns a 32-byte secret for one purpose, derived from the
-// key-encryption key with HKDF-SHA256, so that one mounted secret serves
-// several uses without any of them revealing another.
+// newest key-encryption key with HKDF-SHA256, so that one mounted secret
+// serves several uses without any of them revealing another. A new first
+// line in the key file changes every derived secret (a key rotated out
+// because it leaked must stop counting at once).
 func (s *Sealer) DeriveSecret(purpose string) []byte {
 	out := make([]byte, 32)
 	r := hkdf.New(sha256.New, s.kek, nil, []byte("palisade/"+purpose))

@@ -104,8 +104,8 @@ func TestLoadKEKFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, err := keys.LoadKEKFile(path)
-	if err != nil || !bytes.Equal(got, k) {
-		t.Errorf("LoadKEKFile(%s) = %x, %v, want %x, nil", path, got, err, k)
+	if err != nil || len(got) != 1 || !bytes.Equal(got[0], k) {
+		t.Errorf("LoadKEKFile(%s) = %x, %v, want [%x], nil", path, got, err, k)
 	}
 	missing := filepath.Join(t.TempDir(), "missing")
 	if _, err := keys.LoadKEKFile(missing); !errors.Is(err, fs.ErrNotExist) {
@@ -136,7 +136,7 @@ func TestGenerateKEKFile(t *testing.T) {
 	if want := base64.StdEncoding.EncodeToString(k) + "\n"; string(content) != want {
 		t.Errorf("GenerateKEKFile content = %q, want base64 of the key and a newline", content)
 	}
-	if loaded, err := keys.LoadKEKFile(path); err != nil || !bytes.Equal(loaded, k) {
+	if loaded, err := keys.LoadKEKFile(path); err != nil || len(loaded) != 1 || !bytes.Equal(loaded[0], k) {
 		t.Errorf("LoadKEKFile after GenerateKEKFile = %x, %v, want %x, nil", loaded, err, k)
 	}
 
@@ -272,5 +272,90 @@ func TestDeriveSecret(t *testing.T) {
 	}
 	if got := other.DeriveSecret("refresh-successor"); bytes.Equal(got, a) {
 		t.Errorf("DeriveSecret(refresh-successor) is the same under two KEKs")
+	}
+}
+
+func TestParseKEKs(t *testing.T) {
+	newest, older := testKEK(t), testKEK(t)
+	b64 := base64.StdEncoding.EncodeToString
+	accept := []struct {
+		name string
+		in   string
+		want [][]byte
+	}{
+		{"one line", b64(newest) + "\n", [][]byte{newest}},
+		{"two lines, newest first", b64(newest) + "\n" + b64(older) + "\n", [][]byte{newest, older}},
+		{"comments, blank lines, crlf, mixed forms", "# rotated 2025-01-02\r\n" + b64(newest) + "\r\n\n  " + hex.EncodeToString(older) + "  \n", [][]byte{newest, older}},
+		{"raw bytes", string(newest), [][]byte{newest}},
+	}
+	for _, tc := range accept {
+		t.Run("accept/"+tc.name, func(t *testing.T) {
+			got, err := keys.ParseKEKs([]byte(tc.in))
+			if err != nil {
+				t.Fatalf("ParseKEKs(%q) error %v, want nil", tc.in, err)
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("ParseKEKs(%q) = %d keys, want %d", tc.in, len(got), len(tc.want))
+			}
+			for i := range got {
+				if !bytes.Equal(got[i], tc.want[i]) {
+					t.Errorf("ParseKEKs(%q)[%d] = %x, want %x", tc.in, i, got[i], tc.want[i])
+				}
+			}
+		})
+	}
+	for _, in := range []string{"", "\n# only a comment\n", b64(newest) + "\nnot a key\n"} {
+		if got, err := keys.ParseKEKs([]byte(in)); err == nil {
+			t.Errorf("ParseKEKs(%q) = %x, want error", in, got)
+		} else if strings.Contains(err.Error(), "not a key") {
+			t.Errorf("ParseKEKs(%q) error %q echoes the line", in, err)
+		}
+	}
+}
+
+// TestKeyring checks KEK rotation: the newest key seals, any opens, and
+// Reseal moves a value to the newest key once.
+func TestKeyring(t *testing.T) {
+	oldKEK, newKEK := testKEK(t), testKEK(t)
+	before := newSealer(t, oldKEK)
+	sealed, err := before.Seal([]byte("secret"), "ctx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ring, err := keys.NewKeyring([][]byte{newKEK, oldKEK}, rand.Reader)
+	if err != nil {
+		t.Fatalf("NewKeyring: %v", err)
+	}
+	if got, err := ring.Open(sealed, "ctx"); err != nil || string(got) != "secret" {
+		t.Errorf("Open(sealed under the older key) = %q, %v, want secret, nil", got, err)
+	}
+	fresh, err := ring.Seal([]byte("fresh"), "ctx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := before.Open(fresh, "ctx"); !errors.Is(err, keys.ErrSealed) {
+		t.Errorf("old key Open(sealed by the keyring) error %v, want ErrSealed: the newest key seals", err)
+	}
+	if _, err := ring.Open(sealed, "other"); !errors.Is(err, keys.ErrSealed) {
+		t.Errorf("Open(other context) error %v, want ErrSealed", err)
+	}
+
+	resealed, changed, err := ring.Reseal(sealed, "ctx")
+	if err != nil || !changed {
+		t.Fatalf("Reseal(older) = %v, %v, want changed", changed, err)
+	}
+	again, changed, err := ring.Reseal(resealed, "ctx")
+	if err != nil || changed || !bytes.Equal(again, resealed) {
+		t.Errorf("Reseal(newest) = changed %v, %v, want it as it is", changed, err)
+	}
+	onlyNew := newSealer(t, newKEK)
+	if got, err := onlyNew.Open(resealed, "ctx"); err != nil || string(got) != "secret" {
+		t.Errorf("Open(resealed) with the old line removed = %q, %v, want secret, nil", got, err)
+	}
+	if _, _, err := onlyNew.Reseal(sealed, "ctx"); !errors.Is(err, keys.ErrSealed) {
+		t.Errorf("Reseal(under a key no longer held) error %v, want ErrSealed", err)
+	}
+	if !bytes.Equal(ring.DeriveSecret("p"), onlyNew.DeriveSecret("p")) {
+		t.Error("DeriveSecret differs between the keyring and its newest key alone, want it derived from the newest")
 	}
 }

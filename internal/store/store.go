@@ -151,6 +151,21 @@ type SigningKey struct {
 	RevokedAt   *time.Time `db:"revoked_at"`   // out of the key set from then on, whatever the other times say
 }
 
+// Kinds of values sealed under the key-encryption key, by where they live.
+const (
+	SealedSigningKey      = "signing_key"             // signing_keys.private_key, by kid
+	SealedMailToken       = "mail_token"              // mail_outbox.sealed_token, by mail id
+	SealedWebhookSecret   = "webhook_secret"          // webhook_endpoints.secret, by endpoint id
+	SealedWebhookPrevious = "webhook_previous_secret" // webhook_endpoints.previous_secret, by endpoint id
+)
+
+// SealedValue is one value sealed under the key-encryption key.
+type SealedValue struct {
+	Kind   string `db:"kind"` // SealedSigningKey, SealedMailToken, ...
+	ID     string `db:"id"`
+	Sealed []byte `db:"sealed"`
+}
+
 // IdempotencyRecord is a remembered response to a request carrying an
 // Idempotency-Key. Status 0 means the first request is still running.
 type IdempotencyRecord struct {
@@ -262,6 +277,14 @@ type Queries interface {
 	// unrevoked key kid. ErrNotFound when there is no such key, or it is
 	// revoked.
 	RescheduleSigningKey(ctx context.Context, kid string, activates time.Time, retires, expires *time.Time) error
+	// SealedValues returns every value sealed under the key-encryption key:
+	// signing keys' private halves, queued mails' link tokens and webhook
+	// endpoints' secrets (current and previous), by kind and id.
+	SealedValues(ctx context.Context) ([]SealedValue, error)
+	// ReplaceSealedValue sets the value of (v.Kind, v.ID) to v.Sealed when
+	// it still holds old. ErrPrecondition when it holds something else or is
+	// gone (a mail sent, a secret rotated meanwhile).
+	ReplaceSealedValue(ctx context.Context, v SealedValue, old []byte) error
 
 	// ReserveIdempotencyKey inserts r (Status 0) unless a record for
 	// (Scope, Key) newer than notBefore exists; then it returns that record with

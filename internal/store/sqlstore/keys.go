@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/palisade-auth/palisade/internal/store"
@@ -73,6 +74,39 @@ func (q *queries) RescheduleSigningKey(ctx context.Context, kid string, activate
 	}
 	if n == 0 {
 		return store.ErrNotFound
+	}
+	return nil
+}
+
+func (q *queries) SealedValues(ctx context.Context) ([]store.SealedValue, error) {
+	var out []store.SealedValue
+	err := q.selectAll(ctx, &out, `SELECT 'signing_key' AS kind, kid AS id, private_key AS sealed FROM signing_keys
+		UNION ALL SELECT 'mail_token', id, sealed_token FROM mail_outbox WHERE sealed_token IS NOT NULL
+		UNION ALL SELECT 'webhook_secret', id, secret FROM webhook_endpoints
+		UNION ALL SELECT 'webhook_previous_secret', id, previous_secret FROM webhook_endpoints WHERE previous_secret IS NOT NULL
+		ORDER BY 1, 2`)
+	return out, err
+}
+
+// sealedColumns maps a sealed value's kind to its table, key and column.
+var sealedColumns = map[string][3]string{
+	store.SealedSigningKey:      {"signing_keys", "kid", "private_key"},
+	store.SealedMailToken:       {"mail_outbox", "id", "sealed_token"},
+	store.SealedWebhookSecret:   {"webhook_endpoints", "id", "secret"},
+	store.SealedWebhookPrevious: {"webhook_endpoints", "id", "previous_secret"},
+}
+
+func (q *queries) ReplaceSealedValue(ctx context.Context, v store.SealedValue, old []byte) error {
+	c, ok := sealedColumns[v.Kind]
+	if !ok {
+		return fmt.Errorf("sqlstore: unknown sealed value kind %q", v.Kind)
+	}
+	n, err := q.exec(ctx, `UPDATE `+c[0]+` SET `+c[2]+` = ? WHERE `+c[1]+` = ? AND `+c[2]+` = ?`, v.Sealed, v.ID, old)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return store.ErrPrecondition
 	}
 	return nil
 }

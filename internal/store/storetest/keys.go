@@ -1,7 +1,9 @@
 package storetest
 
 import (
+	"bytes"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,6 +21,7 @@ var keyTests = []subtest{
 	{"RevokeRace", testKeysRevokeRace},
 	{"RetireSkipsRevoked", testKeysRetireSkipsRevoked},
 	{"Reschedule", testKeysReschedule},
+	{"SealedValues", testKeysSealedValues},
 }
 
 // newKey creates a signing key that activates at activates; mods adjust it first.
@@ -218,4 +221,64 @@ func testKeysReschedule(t *testing.T, s store.Store) {
 		t.Fatalf("RevokeSigningKey = %v", err)
 	}
 	wantErr(t, "RescheduleSigningKey(revoked)", s.RescheduleSigningKey(t.Context(), k.KID, t0, nil, nil), store.ErrNotFound)
+}
+
+// testKeysSealedValues lists every sealed value and replaces them one by
+// one, compare-and-swap.
+func testKeysSealedValues(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	k := newKey(t, s, t0)
+	u := newUser(t, s)
+	mail := newMail(t, s, u.ID, t0)
+	until := at(time.Hour)
+	e := newEndpoint(t, s, []string{"*"}, func(e *store.WebhookEndpoint) {
+		e.PreviousSecret, e.PreviousUntil = []byte("sealed-previous"), &until
+	})
+	plain := newEndpoint(t, s, []string{"*"})
+
+	want := []store.SealedValue{
+		{Kind: store.SealedMailToken, ID: mail.ID, Sealed: mail.SealedToken},
+		{Kind: store.SealedSigningKey, ID: k.KID, Sealed: k.PrivateSeal},
+		{Kind: store.SealedWebhookPrevious, ID: e.ID, Sealed: e.PreviousSecret},
+		{Kind: store.SealedWebhookSecret, ID: e.ID, Sealed: e.Secret},
+		{Kind: store.SealedWebhookSecret, ID: plain.ID, Sealed: plain.Secret},
+	}
+	slices.SortFunc(want, func(a, b store.SealedValue) int {
+		if a.Kind != b.Kind {
+			return strings.Compare(a.Kind, b.Kind)
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	got, err := s.SealedValues(ctx)
+	if err != nil {
+		t.Fatalf("SealedValues = %v, want nil", err)
+	}
+	if !slices.EqualFunc(got, want, func(a, b store.SealedValue) bool {
+		return a.Kind == b.Kind && a.ID == b.ID && bytes.Equal(a.Sealed, b.Sealed)
+	}) {
+		t.Fatalf("SealedValues =\n\t%+v\nwant\n\t%+v", got, want)
+	}
+
+	for _, v := range want {
+		old := v.Sealed
+		v.Sealed = append([]byte("resealed-"), old...)
+		wantErr(t, "ReplaceSealedValue("+v.Kind+")", s.ReplaceSealedValue(ctx, v, old), nil)
+		// A second writer holding the value it read before loses.
+		wantErr(t, "ReplaceSealedValue("+v.Kind+", stale)", s.ReplaceSealedValue(ctx, store.SealedValue{Kind: v.Kind, ID: v.ID, Sealed: []byte("x")}, old), store.ErrPrecondition)
+	}
+	wantErr(t, "ReplaceSealedValue(gone)", s.ReplaceSealedValue(ctx, store.SealedValue{Kind: store.SealedSigningKey, ID: "no-such-kid", Sealed: []byte("x")}, []byte("y")), store.ErrPrecondition)
+
+	got, err = s.SealedValues(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range got {
+		if !bytes.HasPrefix(v.Sealed, []byte("resealed-")) {
+			t.Errorf("SealedValues after ReplaceSealedValue: %s %s = %q, want it replaced", v.Kind, v.ID, v.Sealed)
+		}
+	}
+	ks := signingKeys(t, s, t0)
+	if len(ks) != 1 || !bytes.Equal(ks[0].PrivateSeal, append([]byte("resealed-"), k.PrivateSeal...)) {
+		t.Errorf("SigningKeys after ReplaceSealedValue = %+v, want the private key replaced", ks)
+	}
 }
