@@ -60,10 +60,10 @@ func malformedCursor(err error) *apperr.Error {
 }
 
 // List returns every entry still in force when after is "", or only
-// those added since the read that returned the cursor after. A cursor of
-// any age is valid: what was added and has left the feed since is not
-// sent, as the full list would not have it either; a reader drops each
-// entry itself when its Until has passed. One store query.
+// those added since the read that returned the cursor after. A cursor
+// older than the access-token TTL plus clock skew gets every entry still
+// in force, with a new cursor. A reader drops each entry itself when its
+// Until has passed. One store query.
 func (f *RevocationFeed) List(ctx context.Context, after string) (RevocationList, error) {
 	now := f.now().UTC().Truncate(time.Microsecond)
 	var mark *store.RevocationMark
@@ -72,7 +72,13 @@ func (f *RevocationFeed) List(ctx context.Context, after string) (RevocationList
 		if err != nil {
 			return RevocationList{}, malformedCursor(err)
 		}
-		mark = &m
+		// A cursor older than the feed's window reads the full list,
+		// which holds nothing revoked before the window anyway: a reader
+		// that was away longer than that, or a cursor from another
+		// database (a restore), starts over instead of trusting it.
+		if !m.At.Before(now.Add(-f.keep)) {
+			mark = &m
+		}
 	}
 	entries, next, err := f.st.Revocations(ctx, mark, now.Add(-f.keep), now)
 	if errors.Is(err, store.ErrBadMark) {

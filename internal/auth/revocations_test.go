@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"log/slog"
+	"strconv"
 	"testing"
 	"time"
 
@@ -96,6 +97,23 @@ func TestRevocationFeed(t *testing.T) {
 		}
 		// An old cursor is still a cursor: it reads what is still in force.
 		checkIDs(t, "List(start) after the entries left", list(t, feed, start.Cursor).Sessions, nil)
+
+		// A cursor older than the window reads the full list: here a key
+		// revoked with a time after the cursor's but committed before it,
+		// which a delta would not send again.
+		f.clock.Set(until.Add(time.Hour))
+		if err := f.st.AppendRevocation(ctx, store.RevokedKey, "kid-y", f.clock.Now().Add(10*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		old := list(t, feed, "").Cursor
+		checkIDs(t, "List(cursor) with a fresh cursor", list(t, feed, old).Keys, nil)
+		f.clock.Advance(15*time.Minute + feedSkew + time.Second)
+		stale := list(t, feed, old)
+		yUntil := until.Add(time.Hour + 10*time.Minute + 15*time.Minute + feedSkew)
+		checkIDs(t, "List(cursor older than the window).Keys", stale.Keys, []auth.RevokedID{{ID: "kid-y", Until: yUntil}})
+		if stale.Cursor == old {
+			t.Errorf("List(cursor older than the window).Cursor = the old cursor, want a new one")
+		}
 		_ = d2 // another device's session: never in the feed above
 	})
 }
@@ -124,11 +142,13 @@ func TestRevocationFeedLifetimeEnd(t *testing.T) {
 
 func TestRevocationFeedMalformedCursor(t *testing.T) {
 	forEachDB(t, func(t *testing.T, dbURL string) {
-		feed := newFixture(t, dbURL, 0).feed()
+		f := newFixture(t, dbURL, 0)
+		feed := f.feed()
 		b64 := base64.RawURLEncoding.EncodeToString
+		now := strconv.FormatInt(f.clock.Now().UnixMicro(), 10)
 		for _, c := range []string{
 			"!!!", "cjE", b64([]byte("r1|1|")) + "=", b64([]byte("r2|1|1")), b64([]byte("r1|x|1")),
-			b64([]byte("r1|-5|1")), b64([]byte("r1|1|not a position")), b64([]byte("r1|1")),
+			b64([]byte("r1|-5|1")), b64([]byte("r1|" + now + "|not a position")), b64([]byte("r1|1")),
 		} {
 			_, err := feed.List(context.Background(), c)
 			wantCode(t, "List("+c+")", err, "malformed_request")
