@@ -1,10 +1,12 @@
 package issuerapi
 
 import (
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -106,4 +108,35 @@ func cursorOf(t *testing.T, body string) string {
 		t.Fatalf("no cursor in %s", body)
 	}
 	return cursor
+}
+
+// TestReadmeRevocationsExample keeps the README's example answer in the
+// shape the handler writes, with a cursor the feed accepts.
+func TestReadmeRevocationsExample(t *testing.T) {
+	raw, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(raw), "\n## Making logout reach every sidecar\n")
+	_, block, ok2 := strings.Cut(section, "```json\n")
+	block, _, ok3 := strings.Cut(block, "```")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("README has no JSON example in \"Making logout reach every sidecar\"")
+	}
+	dec := json.NewDecoder(strings.NewReader(block))
+	dec.DisallowUnknownFields()
+	var v revocationsJSON
+	if err := dec.Decode(&v); err != nil || len(v.Sessions) == 0 || v.Keys == nil || v.Cursor == "" {
+		t.Fatalf("README example %s = %+v, %v; want the feed's shape with a session, keys and a cursor", block, v, err)
+	}
+	for _, s := range v.Sessions {
+		if _, err := time.Parse(time.RFC3339, s.Until); err != nil || !strings.HasSuffix(s.Until, "Z") {
+			t.Errorf("README example until %q: want RFC 3339 UTC", s.Until)
+		}
+	}
+	st := testdb.Store(t, testdb.SQLite(t))
+	feed := auth.NewRevocationFeed(st, 15*time.Minute, 30*time.Second, time.Now, slog.New(slog.DiscardHandler))
+	if _, err := feed.List(t.Context(), v.Cursor); err != nil {
+		t.Errorf("List(README example cursor) = %v, want nil", err)
+	}
 }
