@@ -115,8 +115,15 @@ func testRevocationRolledBack(t *testing.T, s store.Store) {
 	u := newUser(t, s)
 	sess := newSession(t, s, u.ID)
 	other := newSession(t, s, newUser(t, s).ID)
+	dev := "device-" + newID(t)
+	replaced := newSession(t, s, u.ID, func(s *store.Session) { s.DeviceID = dev })
+	l := newLogin(t, u.ID, dev)
+	l.CheckedHash = u.PasswordHash
 	failed := errors.New("roll back")
 	err := s.InTx(t.Context(), func(q store.Queries) error {
+		if got, err := q.OpenSession(t.Context(), l); err != nil || got != replaced.ID {
+			return fmt.Errorf("OpenSession = %q, %v; want %q, nil", got, err, replaced.ID)
+		}
 		if _, err := q.RevokeSession(t.Context(), sess.ID, "logout", t0); err != nil {
 			return err
 		}
@@ -131,6 +138,9 @@ func testRevocationRolledBack(t *testing.T, s store.Store) {
 	wantErr(t, "InTx(revocations, then an error)", err, failed)
 	got, _ := feed(t, s, nil)
 	checkFeed(t, "Revocations after a rolled-back transaction", got, nil)
+	if mustSession(t, s, replaced.ID).RevokedAt != nil {
+		t.Errorf("the rolled-back OpenSession left its replaced session revoked")
+	}
 
 	// Committed inside InTx: there, with the revocation.
 	err = s.InTx(t.Context(), func(q store.Queries) error {
