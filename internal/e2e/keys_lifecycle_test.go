@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/palisade-auth/palisade/internal/mail/mailtest"
 	"github.com/palisade-auth/palisade/internal/store"
 )
 
@@ -326,4 +327,56 @@ func TestKeyReseal(t *testing.T) {
 		}
 		wantStatus(t, "GET /v1/me with a token from before the KEK change", do(t, "GET", is.base+"/v1/me", nil, bearer(before.Access)...), http.StatusOK)
 	})
+}
+
+// TestReadmeRotatingKeys runs the README's key-rotation runbook verbatim
+// against the real binary.
+func TestReadmeRotatingKeys(t *testing.T) {
+	for _, tool := range []string{"bash", "curl", "sed", "grep", "head", "base64"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not installed: README key rotation example not run", tool)
+		}
+	}
+	raw, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := shBlock(t, string(raw), "### Rotating signing keys")
+	if !strings.Contains(script, "keys reseal") || !strings.HasSuffix(strings.TrimSpace(script), "kill %1") {
+		t.Fatalf("the example changed shape; update this test:\n%s", script)
+	}
+	addr := mailtest.FreeAddr(t)
+	script = strings.ReplaceAll(script, "localhost:8080", addr)
+	script = strings.ReplaceAll(script, "./bin/issuer", filepath.Join(binDir, "issuer"))
+
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	script = "trap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n" + script
+	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", script)
+	cmd.Dir = dir
+	// The embedded default: the key-encryption key is ./data/kek.
+	cmd.Env = append(os.Environ(), "ISSUER_LISTEN="+addr, "ISSUER_ADMIN_LISTEN=127.0.0.1:0",
+		"ISSUER_DATABASE_URL=sqlite:"+dir+"/issuer.db")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		log, _ := os.ReadFile(filepath.Join(dir, "issuer.log"))
+		t.Fatalf("example failed: %v\n%s\nissuer log:\n%s", err, out, log)
+	}
+	text := string(out)
+	for _, want := range []string{"next", "new key ", "revoked key ", `"keys":[{"kid":"`, `"state":"revoked"`, "resealed 0, already under the newest key 3,"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("example's output lacks %q:\n%s", want, text)
+		}
+	}
+	var resealed int
+	if i := strings.Index(text, "resealed "); i < 0 {
+		t.Errorf("example's output has no reseal report:\n%s", text)
+	} else if _, err := fmt.Sscanf(text[i:], "resealed %d,", &resealed); err != nil || resealed != 3 {
+		t.Errorf("first keys reseal resealed %d (%v), want the 3 signing keys:\n%s", resealed, err, text)
+	}
+	kek, err := os.ReadFile(filepath.Join(dir, "data", "kek"))
+	if err != nil || strings.Count(strings.TrimSpace(string(kek)), "\n") != 0 {
+		t.Errorf("data/kek after the example = %d lines (%v), want 1", strings.Count(string(kek), "\n"), err)
+	}
 }
