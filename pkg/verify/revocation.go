@@ -100,6 +100,7 @@ type RevocationSource struct {
 
 	mu       sync.Mutex
 	droppers []func(kids []string) // told about every newly revoked kid
+	reported string                // the last refresh error logged, to log each once
 
 	life   context.Context
 	cancel context.CancelFunc
@@ -352,9 +353,14 @@ func (s *RevocationSource) load() error {
 			err = fmt.Errorf("%w: %d entries, at most %d", ErrRevocationsOverflow, next.len(), s.maxEntries)
 		}
 	}
-	if err != nil {
-		s.log.Warn("revocation list refresh failed; keeping the last good list", "url", s.url, "err", err, "ready", s.Ready(), "entries", old.len())
-	} else {
+	if s.newOutcome(err) {
+		if err != nil {
+			s.log.Warn("revocation list refresh failed; keeping the last good list", "url", s.url, "err", err, "ready", s.Ready(), "entries", old.len())
+		} else if old != nil {
+			s.log.Info("revocation list refreshed again", "url", s.url)
+		}
+	}
+	if err == nil {
 		var revoked []string
 		for kid := range next.keys {
 			if _, had := old.keysOrNil()[kid]; !had {
@@ -374,14 +380,31 @@ func (s *RevocationSource) load() error {
 			}
 			s.log.Warn("signing keys revoked", "kids", revoked)
 		}
-		if changed && (old == nil || next.len() != old.len()) {
-			s.log.Debug("revocation list loaded", "url", s.url, "sessions", len(next.sessions), "keys", len(next.keys))
+		switch {
+		case old == nil:
+			s.log.Info("revocation list loaded", "url", s.url, "sessions", len(next.sessions), "keys", len(next.keys))
+		case changed && next.len() != old.len():
+			s.log.Debug("revocation list changed", "url", s.url, "sessions", len(next.sessions), "keys", len(next.keys))
 		}
 	}
 	if s.onRefresh != nil {
 		s.onRefresh(err)
 	}
 	return err
+}
+
+// newOutcome reports whether err differs from the last refresh's outcome,
+// so that a feed that stays down is logged once, not at every poll.
+func (s *RevocationSource) newOutcome(err error) bool {
+	msg := ""
+	if err != nil {
+		msg = err.Error()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	changed := msg != s.reported
+	s.reported = msg
+	return changed
 }
 
 func (rs *revocationSet) keysOrNil() map[string]time.Time {
