@@ -26,6 +26,7 @@ type fixture struct {
 	st     store.Store
 	clock  *clocktest.Clock
 	sealer *keys.Sealer
+	kek    []byte // the key sealer seals with
 	deps   auth.Deps
 	cfg    auth.Config
 }
@@ -70,8 +71,9 @@ func newFixtureWith(t testing.TB, dbURL string, leeway time.Duration, params pas
 		Minter:          token.NewMinter(km, "http://issuer.test", "api", 15*time.Minute, c.Now, rand.Reader),
 		SuccessorSecret: sealer.DeriveSecret("refresh-successor"),
 		Logger:          slog.New(slog.DiscardHandler), Now: c.Now, Rand: rand.Reader, Sealer: sealer,
+		Keys: km,
 	}
-	return &fixture{svc: auth.New(deps, cfg), st: st, clock: c, sealer: sealer, deps: deps, cfg: cfg}
+	return &fixture{svc: auth.New(deps, cfg), st: st, clock: c, sealer: sealer, kek: kek, deps: deps, cfg: cfg}
 }
 
 func forEachDB(t *testing.T, fn func(t *testing.T, dbURL string)) {

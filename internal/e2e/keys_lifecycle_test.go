@@ -99,9 +99,16 @@ func newAdmin(t *testing.T, is *issuer) (tokens, string, string) {
 func TestKeyLifecycle(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, dbURL string) {
 		// Rotation off: every change here is the test's.
-		is := startIssuer(t, dbURL, "--key-rotation-interval", "0")
+		is := startIssuer(t, dbURL, "--key-rotation-interval", "0", "--webhook-allow-cidr", "127.0.0.0/8")
 		admin, adminID, adminEmail := newAdmin(t, is)
 		first := kidOf(t, admin.Access)
+		// Key changes are webhook events: a subscribed endpoint gets a
+		// delivery of each (nothing listens there; they stay pending).
+		hook := do(t, "POST", is.base+"/v1/admin/webhooks", map[string]any{
+			"url": "http://127.0.0.1:9/keys", "events": []string{"signing_key.rotated", "signing_key.revoked"},
+		}, bearer(admin.Access)...)
+		wantStatus(t, "POST /v1/admin/webhooks", hook, http.StatusCreated)
+		hookID := hook.json(t)["id"].(string)
 		if got := keyStates(adminKeys(t, is, admin.Access)); len(got) != 1 || got[first] != "active" {
 			t.Fatalf("GET /v1/admin/keys at start = %v, want {%s: active}", got, first)
 		}
@@ -194,8 +201,22 @@ func TestKeyLifecycle(t *testing.T) {
 		if vias[first] != "api" || vias[next.KID] != "cli" {
 			t.Errorf("signing_key.revoked via = %v, want %s api and %s cli", vias, first, next.KID)
 		}
-		if !slices.Contains(store.WebhookEvents, "signing_key.revoked") {
-			t.Error("signing_key.revoked is not a webhook event")
+		r = do(t, "GET", is.base+"/v1/admin/webhooks/"+hookID+"/deliveries", nil, bearer(fresh.Access)...)
+		wantStatus(t, "GET deliveries", r, http.StatusOK)
+		var deliveries struct {
+			Items []struct {
+				EventType string `json:"event_type"`
+			} `json:"items"`
+		}
+		if err := json.Unmarshal(r.body, &deliveries); err != nil {
+			t.Fatal(err)
+		}
+		byType := map[string]int{}
+		for _, d := range deliveries.Items {
+			byType[d.EventType]++
+		}
+		if byType["signing_key.revoked"] != 2 || byType["signing_key.rotated"] != 1 {
+			t.Errorf("webhook deliveries by type = %v, want 2 signing_key.revoked and 1 signing_key.rotated", byType)
 		}
 	})
 }
