@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -209,4 +210,35 @@ func TestMiddlewareRevoked(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestFileSourceKeyRevoked: a file source drops a revoked key at once and
+// keeps it dropped while the file still holds it; once a new file no
+// longer holds the kid, it is forgotten.
+func TestFileSourceKeyRevoked(t *testing.T) {
+	ks := verifytest.NewKeySet(t)
+	ks.Rotate(t) // test-1 and test-2
+	path := filepath.Join(t.TempDir(), "jwks.json")
+	writeFile(t, path, ks.JWKS())
+	keys, clk := newManualFile(t, path)
+	wantPoll(t, keys, true, false)
+	feed, srv := newFeed(t, clk)
+	feed.RevokeKey("test-1", now.Add(time.Hour))
+	revs := newManualRevocations(t, srv.URL, clk, verify.RevocationOptions{})
+	revokingVerifier(t, keys, revs, clk, 0)
+	wantKey(t, keys, "test-1", nil)
+
+	mustRefreshRevocations(t, revs)
+	wantKey(t, keys, "test-1", verify.ErrUnknownKey)
+	wantKey(t, keys, "test-2", nil)
+
+	// The same keys in another order: new content, test-1 still dropped.
+	set := ks.PublicSet()
+	k1, _ := set.LookupKeyID("test-1")
+	_ = set.RemoveKey(k1)
+	_ = set.AddKey(k1)
+	writeFile(t, path, mustJSON(set))
+	wantPoll(t, keys, true, false)
+	wantKey(t, keys, "test-1", verify.ErrUnknownKey)
+	wantKey(t, keys, "test-2", nil)
 }
