@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/palisade-auth/palisade/internal/apperr"
+	"github.com/palisade-auth/palisade/internal/store"
 )
 
 // Page sizes of the admin lists.
@@ -81,4 +82,34 @@ func decodeCursor(list, s string) (time.Time, string, error) {
 		return time.Time{}, "", bad
 	}
 	return c.At.UTC(), c.ID, nil
+}
+
+// listPage reads one page of a list kept in (CreatedAt, ID) order: fetch
+// gets limit+1 items after the cursor's position, so that one more item
+// tells whether another page follows, and the page's last item becomes the
+// next cursor ("" on the last page). list names the list, so a cursor of
+// one list is refused by another.
+func listPage[T any](pq PageQuery, list string, fetch func(limit int, after *store.PageCursor) ([]T, error), pos func(T) (time.Time, string)) ([]T, string, error) {
+	limit, err := pageSize(pq.Limit)
+	if err != nil {
+		return nil, "", err
+	}
+	var after *store.PageCursor
+	if pq.Cursor != "" {
+		at, id, err := decodeCursor(list, pq.Cursor)
+		if err != nil {
+			return nil, "", err
+		}
+		after = &store.PageCursor{CreatedAt: at, ID: id}
+	}
+	items, err := fetch(limit+1, after)
+	if err != nil {
+		return nil, "", apperr.Internal(err)
+	}
+	if len(items) <= limit {
+		return items, "", nil
+	}
+	items = items[:limit]
+	at, id := pos(items[limit-1])
+	return items, encodeCursor(list, at, id), nil
 }

@@ -3,6 +3,7 @@ package auth
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/palisade-auth/palisade/internal/apperr"
 	"github.com/palisade-auth/palisade/internal/store"
@@ -40,29 +41,15 @@ func (s *Service) AdminWebhookDeliveries(ctx context.Context, a Actor, endpointI
 	default:
 		return DeliveryPage{}, errMalformedField("status", `status must be "pending", "delivered" or "failed".`)
 	}
-	limit, err := pageSize(in.Limit)
+	ds, next, err := listPage(PageQuery{Limit: in.Limit, Cursor: in.Cursor}, cursorDeliveries,
+		func(limit int, after *store.PageCursor) ([]store.WebhookDelivery, error) {
+			return s.st.ListWebhookDeliveries(ctx, store.WebhookDeliveryFilter{EndpointID: endpointID, Status: in.Status, Limit: limit, After: after})
+		},
+		func(d store.WebhookDelivery) (time.Time, string) { return d.CreatedAt, d.ID })
 	if err != nil {
 		return DeliveryPage{}, err
 	}
-	f := store.WebhookDeliveryFilter{EndpointID: endpointID, Status: in.Status, Limit: limit + 1}
-	if in.Cursor != "" {
-		at, id, err := decodeCursor(cursorDeliveries, in.Cursor)
-		if err != nil {
-			return DeliveryPage{}, err
-		}
-		f.After = &store.PageCursor{CreatedAt: at, ID: id}
-	}
-	ds, err := s.st.ListWebhookDeliveries(ctx, f)
-	if err != nil {
-		return DeliveryPage{}, apperr.Internal(err)
-	}
-	page := DeliveryPage{Deliveries: ds}
-	if len(ds) > limit {
-		page.Deliveries = ds[:limit]
-		last := page.Deliveries[limit-1]
-		page.Next = encodeCursor(cursorDeliveries, last.CreatedAt, last.ID)
-	}
-	return page, nil
+	return DeliveryPage{Deliveries: ds, Next: next}, nil
 }
 
 // AdminRedeliver makes a delivery pending again, due now, with the same

@@ -266,29 +266,15 @@ func (s *Service) AdminWebhooks(ctx context.Context, a Actor, pq PageQuery) (Web
 	if err := s.authorizeRead(ctx, a); err != nil {
 		return WebhookPage{}, err
 	}
-	limit, err := pageSize(pq.Limit)
+	es, next, err := listPage(pq, cursorWebhooks,
+		func(limit int, after *store.PageCursor) ([]store.WebhookEndpoint, error) {
+			return s.st.ListWebhookEndpoints(ctx, store.WebhookEndpointFilter{Limit: limit, After: after})
+		},
+		func(e store.WebhookEndpoint) (time.Time, string) { return e.CreatedAt, e.ID })
 	if err != nil {
 		return WebhookPage{}, err
 	}
-	f := store.WebhookEndpointFilter{Limit: limit + 1}
-	if pq.Cursor != "" {
-		at, id, err := decodeCursor(cursorWebhooks, pq.Cursor)
-		if err != nil {
-			return WebhookPage{}, err
-		}
-		f.After = &store.PageCursor{CreatedAt: at, ID: id}
-	}
-	es, err := s.st.ListWebhookEndpoints(ctx, f)
-	if err != nil {
-		return WebhookPage{}, apperr.Internal(err)
-	}
-	page := WebhookPage{Endpoints: es}
-	if len(es) > limit {
-		page.Endpoints = es[:limit]
-		last := page.Endpoints[limit-1]
-		page.Next = encodeCursor(cursorWebhooks, last.CreatedAt, last.ID)
-	}
-	return page, nil
+	return WebhookPage{Endpoints: es, Next: next}, nil
 }
 
 // AdminWebhook returns one endpoint.
