@@ -14,11 +14,12 @@ import (
 
 // backoff is the delay before the next attempt after n failures in a row.
 func (s *RemoteSource) backoff(n int) time.Duration {
+	limit := max(retryCap, s.minR)
 	d := retryBase
-	for i := 1; i < n && d < s.minR; i++ {
+	for i := 1; i < n && d < limit; i++ {
 		d *= 2
 	}
-	return min(d, s.minR)
+	return min(d, limit)
 }
 
 // refreshDelay turns the response's caching headers into the delay before
@@ -26,16 +27,19 @@ func (s *RemoteSource) backoff(n int) time.Duration {
 // before it goes stale, clamped to [MinRefresh, MaxRefresh].
 func (s *RemoteSource) refreshDelay(h http.Header) time.Duration {
 	d, ok := freshness(h)
-	if !ok {
+	switch {
+	case !ok:
 		d = s.defR
-	} else {
+	case d < 0: // no-store, no-cache
+		d = retryCap
+	default:
 		d = d / 5 * 4
 	}
 	return min(max(d, s.minR), s.maxR)
 }
 
-// freshness returns max-age minus Age (RFC 9111 section 4.2), or false when
-// the response does not say.
+// freshness returns max-age minus Age (RFC 9111 section 4.2), -1 when the
+// response forbids caching, or false when it does not say.
 func freshness(h http.Header) (time.Duration, bool) {
 	const maxSeconds = 1 << 31 // keeps the Duration from overflowing
 	age, found := int64(0), false
@@ -44,7 +48,7 @@ func freshness(h http.Header) (time.Duration, bool) {
 			name, val, _ := strings.Cut(strings.TrimSpace(d), "=")
 			switch strings.ToLower(name) {
 			case "no-store", "no-cache":
-				return 0, true
+				return -1, true
 			case "max-age":
 				if n, err := strconv.ParseInt(strings.Trim(val, `"`), 10, 64); err == nil && n >= 0 {
 					age, found = min(n, maxSeconds), true

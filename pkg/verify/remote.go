@@ -20,7 +20,7 @@ import (
 
 // Defaults of RemoteOptions and FileOptions.
 const (
-	defaultMinRefresh        = 30 * time.Second
+	defaultMinRefresh        = time.Second
 	defaultMaxRefresh        = time.Hour
 	defaultRefresh           = 5 * time.Minute
 	defaultKidRefetch        = 10 * time.Second
@@ -31,8 +31,14 @@ const (
 )
 
 // retryBase is the first delay after a failed fetch; it doubles with each
-// further failure up to MinRefresh.
+// further failure up to retryCap (or MinRefresh, when that is longer).
 const retryBase = time.Second
+
+// retryCap bounds the backoff after failed fetches, and is how soon a set
+// served with no-store or no-cache is asked for again: often enough to
+// recover fast, rarely enough that a fleet of verifiers does not hammer an
+// issuer that is down or forbids caching.
+const retryCap = 30 * time.Second
 
 // RemoteOptions tune a RemoteSource. The zero value of each field means its
 // default.
@@ -43,10 +49,12 @@ type RemoteOptions struct {
 	// 10 seconds.
 	FetchTimeout time.Duration
 	// MinRefresh and MaxRefresh clamp the refresh interval. The set is
-	// refreshed after 80% of the max-age of the issuer's Cache-Control
-	// (no-store and no-cache count as zero), so it never goes stale.
-	// MinRefresh also caps the backoff between failed fetches, which
-	// starts at one second. Zero means 30 seconds and one hour.
+	// refreshed after 80% of the max-age of the issuer's Cache-Control, so
+	// it never goes stale: the issuer's signing-key schedule relies on
+	// that (a new key is published max-age before it signs), so the
+	// floor is low. no-store and no-cache mean 30 seconds, as does the
+	// longest backoff between failed fetches, which starts at one second.
+	// Zero means one second and one hour.
 	MinRefresh, MaxRefresh time.Duration
 	// DefaultRefresh is the interval when the response has no max-age.
 	// Zero means 5 minutes.
