@@ -9,7 +9,6 @@ import (
 	"maps"
 	"math/rand/v2"
 	"net/http"
-	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -147,30 +146,13 @@ func NewRemoteSource(ctx context.Context, rawURL string, opts RemoteOptions) (*R
 // newRemoteSource builds the source without starting its loop, which
 // tests drive by hand.
 func newRemoteSource(ctx context.Context, rawURL string, opts RemoteOptions) (*RemoteSource, error) {
-	var errs []error
-	if u, err := url.Parse(rawURL); err != nil {
-		errs = append(errs, fmt.Errorf("verify: jwk set url: %w", err))
-	} else if (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		errs = append(errs, fmt.Errorf("verify: jwk set url %q is not an absolute http(s) url", rawURL))
-	}
-	for _, o := range []struct {
-		name string
-		d    time.Duration
-	}{
+	errs := sourceOptionErrors("jwk set", rawURL, []namedDuration{
 		{"fetch timeout", opts.FetchTimeout}, {"min refresh", opts.MinRefresh}, {"max refresh", opts.MaxRefresh},
 		{"default refresh", opts.DefaultRefresh}, {"unknown kid refetch interval", opts.UnknownKidRefetchInterval},
 		{"negative cache ttl", opts.NegativeCacheTTL},
-	} {
-		if o.d < 0 {
-			errs = append(errs, fmt.Errorf("verify: negative %s %v", o.name, o.d))
-		}
-	}
-	if opts.NegativeCacheSize < 0 {
-		errs = append(errs, fmt.Errorf("verify: negative negative cache size %d", opts.NegativeCacheSize))
-	}
-	if opts.MaxSetBytes < 0 {
-		errs = append(errs, fmt.Errorf("verify: negative max set size %d", opts.MaxSetBytes))
-	}
+	}, []namedSize{
+		{"negative cache size", int64(opts.NegativeCacheSize)}, {"max set size", opts.MaxSetBytes},
+	})
 	s := &RemoteSource{
 		url:       rawURL,
 		client:    opts.Client,

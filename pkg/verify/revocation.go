@@ -140,28 +140,12 @@ func NewRevocationSource(ctx context.Context, rawURL string, opts RevocationOpti
 // newRevocationSource builds the source without starting its loop, which
 // tests drive by hand.
 func newRevocationSource(ctx context.Context, rawURL string, opts RevocationOptions) (*RevocationSource, error) {
-	var errs []error
-	if u, err := url.Parse(rawURL); err != nil {
-		errs = append(errs, fmt.Errorf("verify: revocation url: %w", err))
-	} else if (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		errs = append(errs, fmt.Errorf("verify: revocation url %q is not an absolute http(s) url", rawURL))
-	}
-	for _, o := range []struct {
-		name string
-		d    time.Duration
-	}{
-		{"poll interval", opts.PollInterval}, {"max staleness", opts.MaxStaleness}, {"fetch timeout", opts.FetchTimeout},
-	} {
-		if o.d < 0 {
-			errs = append(errs, fmt.Errorf("verify: negative revocation %s %v", o.name, o.d))
-		}
-	}
-	if opts.MaxEntries < 0 {
-		errs = append(errs, fmt.Errorf("verify: negative max revocation entries %d", opts.MaxEntries))
-	}
-	if opts.MaxBodyBytes < 0 {
-		errs = append(errs, fmt.Errorf("verify: negative max revocation body size %d", opts.MaxBodyBytes))
-	}
+	errs := sourceOptionErrors("revocation", rawURL, []namedDuration{
+		{"revocation poll interval", opts.PollInterval}, {"revocation max staleness", opts.MaxStaleness},
+		{"revocation fetch timeout", opts.FetchTimeout},
+	}, []namedSize{
+		{"max revocation entries", int64(opts.MaxEntries)}, {"max revocation body size", opts.MaxBodyBytes},
+	})
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
