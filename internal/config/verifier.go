@@ -45,6 +45,10 @@ type Verifier struct {
 	ReadHeaderTimeout time.Duration
 	ReadIdleTimeout   time.Duration
 	ReadMinRate       int64
+
+	// UpstreamProtocol is how the proxy speaks to the upstream: http1, or
+	// h2c (HTTP/2 with prior knowledge, which gRPC needs).
+	UpstreamProtocol string
 }
 
 // KeyFlags registers the flags that say which tokens are valid.
@@ -69,6 +73,7 @@ func (c *Verifier) ServeFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.AdminListen, "admin-listen", "127.0.0.1:9091", "address of the admin listener (/healthz, /readyz, /metrics)")
 	fs.StringVar(&c.Mode, "mode", ModeProxy, "proxy (forward valid requests to --upstream) or forward-auth (answer 200 or 401 for nginx, Traefik, Envoy)")
 	fs.StringVar(&c.Upstream, "upstream", "", "URL of the app behind the proxy (proxy mode)")
+	fs.StringVar(&c.UpstreamProtocol, "upstream-protocol", "http1", "proxy mode: how requests reach --upstream: http1, or h2c (HTTP/2 without TLS, with prior knowledge; needed for gRPC, and --upstream must be http://)")
 	fs.StringSliceVar(&c.PublicPaths, "public-path", nil, "path served without a token: exact, or a prefix ending in /* (repeatable)")
 	fs.StringSliceVar(&c.IssuerPaths, "issuer-path", nil, "proxy mode: path the issuer itself serves behind this verifier, exact or a prefix ending in /* (repeatable); only there does the upstream receive the issuer's refresh and CSRF cookies")
 	fs.StringSliceVar(&c.BrowserOrigins, "browser-origins", nil, "origins of browser apps whose access-token cookie is accepted; a cookie-authenticated unsafe request must come from one of them and carry the X-CSRF-Token header equal to the CSRF cookie (repeatable or comma-separated)")
@@ -162,6 +167,14 @@ func (c *Verifier) ValidateServe() error {
 		}
 	default:
 		add("--mode must be %s or %s, got %q", ModeProxy, ModeForwardAuth, c.Mode)
+	}
+	switch {
+	case c.UpstreamProtocol != "" && c.UpstreamProtocol != "http1" && c.UpstreamProtocol != "h2c": // "" is the default, http1
+		add("--upstream-protocol must be http1 or h2c, got %q", c.UpstreamProtocol)
+	case c.UpstreamProtocol == "h2c" && c.Mode == ModeForwardAuth:
+		add("--upstream-protocol h2c is used only in proxy mode")
+	case c.UpstreamProtocol == "h2c" && strings.HasPrefix(c.Upstream, "https:"):
+		add("--upstream-protocol h2c needs an http:// --upstream (h2c is HTTP/2 without TLS), got %q", c.Upstream)
 	}
 	if c.Mode == ModeProxy && c.ForwardHeaders != "" {
 		add("--forward-auth-headers is used only in forward-auth mode")

@@ -39,6 +39,9 @@ type Options struct {
 	// still ends with ErrBodyTimeout. Only the time spent waiting for the
 	// client counts, not the time the handler takes between reads.
 	BodyMinRate int64
+	// Protocols are the protocols the listener speaks (nil: net/http's
+	// default, which is HTTP/1 alone on a listener without TLS).
+	Protocols *http.Protocols
 }
 
 func (o Options) withDefaults() Options {
@@ -81,6 +84,7 @@ func New(name string, logger *slog.Logger, handler http.Handler, opts Options) *
 			WriteTimeout:      opts.WriteTimeout,
 			IdleTimeout:       opts.IdleTimeout,
 			MaxHeaderBytes:    opts.MaxHeaderBytes,
+			Protocols:         opts.Protocols,
 			// net/http's own complaints (TLS handshakes, bad requests it
 			// answers itself) go to the JSON log rather than stderr.
 			ErrorLog: slog.NewLogLogger(logger.With(slog.String("server", name)).Handler(), slog.LevelWarn),

@@ -46,6 +46,8 @@ func hiddenCookies(cfg Config) []string {
 type gate struct {
 	v   *verify.Verifier
 	cfg Config
+	// grpc answers a gRPC call's refusal with a gRPC status (see refuse).
+	grpc bool
 }
 
 // decide returns (identity, true) for a valid token, (nil, true) for a
@@ -63,7 +65,7 @@ func (g *gate) decide(w http.ResponseWriter, r *http.Request, method, escapedPat
 	if errors.Is(err, verify.ErrCSRF) {
 		g.cfg.Metrics.outcome(OutcomeRejected, ReasonCSRF)
 		g.cfg.Logger.DebugContext(r.Context(), "cookie-authenticated request failed the CSRF check", slog.String("method", method))
-		verify.WriteCSRFFailed(w)
+		g.refuse(w, r, refuseCSRF)
 		return nil, false
 	}
 	if !ok {
@@ -102,5 +104,5 @@ func (g *gate) reject(w http.ResponseWriter, r *http.Request, err error) {
 	// The reason and detail are safe to log: verify never puts the token
 	// into an error.
 	g.cfg.Logger.Log(r.Context(), level, "token rejected", slog.String("reason", string(reason)), slog.String("err", err.Error()))
-	verify.WriteUnauthorized(w)
+	g.refuse(w, r, refuseUnauthenticated)
 }

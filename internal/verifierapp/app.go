@@ -209,14 +209,23 @@ func Serve(ctx context.Context, cfg config.Verifier, log *slog.Logger) error {
 		if err != nil {
 			return err
 		}
-		h = proxy.NewProxy(v, upstream, nil, pcfg)
+		var transport http.RoundTripper // nil: proxy.NewTransport, HTTP/1.1
+		if cfg.UpstreamProtocol == proxy.UpstreamH2C {
+			transport = proxy.NewH2CTransport()
+		}
+		h = proxy.NewProxy(v, upstream, transport, pcfg)
 	}
 	h = httpserver.RequestID(httpserver.AccessLog(log, httpserver.Recover(log, h)))
 	// The verifier proxies uploads of any length: a body is bounded by
 	// how long it may stall and how slowly it may trickle, not by how
 	// long it takes.
 	timeouts := httpserver.Options{ReadHeaderTimeout: cfg.ReadHeaderTimeout, BodyIdleTimeout: cfg.ReadIdleTimeout, BodyMinRate: cfg.ReadMinRate}
-	main := httpserver.New("proxy", log, h, timeouts)
+	mainOpts := timeouts
+	if cfg.Mode == config.ModeProxy {
+		// gRPC clients speak HTTP/2 with prior knowledge.
+		mainOpts.Protocols = proxy.ServerProtocols()
+	}
+	main := httpserver.New("proxy", log, h, mainOpts)
 	admin := httpserver.New("admin", log, adminMux(reg, srcs), timeouts)
 	if err := main.Listen(cfg.Listen); err != nil {
 		return err

@@ -1,0 +1,49 @@
+package config
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+)
+
+func TestVerifierValidateUpstreamProtocol(t *testing.T) {
+	base := []string{"--jwks-url", "http://issuer/jwks", "--issuer", "http://issuer", "--audience", "api"}
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string // "" for valid
+		// proto is the protocol parsed, checked when valid
+		proto string
+	}{
+		{"default http1", []string{"--upstream", "http://app"}, nil, "", "http1"},
+		{"h2c", []string{"--upstream", "http://app", "--upstream-protocol", "h2c"}, nil, "", "h2c"},
+		{"h2c from env", []string{"--upstream", "http://app"}, map[string]string{"VERIFIER_UPSTREAM_PROTOCOL": "h2c"}, "", "h2c"},
+		{"flag beats env", []string{"--upstream", "http://app", "--upstream-protocol", "http1"}, map[string]string{"VERIFIER_UPSTREAM_PROTOCOL": "h2c"}, "", "http1"},
+		{"unknown", []string{"--upstream", "http://app", "--upstream-protocol", "h3"}, nil, "--upstream-protocol must be http1 or h2c", ""},
+		{"h2c over https", []string{"--upstream", "https://app", "--upstream-protocol", "h2c"}, nil, "needs an http:// --upstream", ""},
+		{"h2c in forward-auth", []string{"--mode", "forward-auth", "--forward-auth-headers", "envoy", "--upstream-protocol", "h2c"}, nil, "used only in proxy mode", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var c Verifier
+			fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+			c.ServeFlags(fs)
+			if err := fs.Parse(append(append([]string{}, base...), tc.args...)); err != nil {
+				t.Fatal(err)
+			}
+			if err := ApplyEnv(fs, "VERIFIER", func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok }); err != nil {
+				t.Fatal(err)
+			}
+			err := c.ValidateServe()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("ValidateServe(%q) = %v, want nil", tc.args, err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("ValidateServe(%q) = %v, want an error containing %q", tc.args, err, tc.want)
+			case tc.want == "" && c.UpstreamProtocol != tc.proto:
+				t.Errorf("UpstreamProtocol after %q = %q, want %q", tc.args, c.UpstreamProtocol, tc.proto)
+			}
+		})
+	}
+}

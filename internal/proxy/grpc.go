@@ -1,0 +1,151 @@
+package proxy
+
+import (
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/palisade-auth/palisade/internal/problem"
+	"github.com/palisade-auth/palisade/pkg/verify"
+)
+
+// refusal is a request the verifier answers itself instead of the app. The
+// gate and the proxy decide which; refuse picks the form of the answer.
+type refusal int
+
+const (
+	refuseUnauthenticated refusal = iota // no valid token: 401
+	refuseCSRF                           // a cookie-authenticated request failing the CSRF rule: 403
+	refuseBodyTimeout                    // the body stalled or trickled: 408
+	refuseUpstream                       // the app did not answer: 502
+)
+
+// The gRPC status codes of the refusals (google.golang.org/grpc/codes),
+// the mapping gRPC's own HTTP-to-gRPC table makes for the statuses the
+// HTTP form has, and DEADLINE_EXCEEDED for a client too slow to send.
+const (
+	grpcDeadlineExceeded = 4
+	grpcPermissionDenied = 7
+	grpcUnavailable      = 14
+	grpcUnauthenticated  = 16
+)
+
+// grpcRefusal is the status and message of each refusal. The messages say
+// no more than the problem+json details do.
+var grpcRefusals = [...]struct {
+	code    int
+	message string
+}{
+	refuseUnauthenticated: {grpcUnauthenticated, "missing or invalid access token"},
+	refuseCSRF:            {grpcPermissionDenied, "the request failed the CSRF check"},
+	refuseBodyTimeout:     {grpcDeadlineExceeded, "the request body did not arrive in time"},
+	refuseUpstream:        {grpcUnavailable, "the application behind the verifier did not answer"},
+}
+
+// refuse writes the answer to a refused request: a gRPC status when the
+// gate answers gRPC (proxy mode) and the request is a gRPC call, else the
+// HTTP status with its problem+json body. Forward-auth never answers in
+// gRPC: the proxy asking reads only the HTTP status, and a 200 carrying
+// grpc-status would let the call through.
+func (g *gate) refuse(w http.ResponseWriter, r *http.Request, why refusal) {
+	if g.grpc && isGRPC(r.Header) {
+		writeGRPCStatus(w, r.Header, grpcRefusals[why].code, grpcRefusals[why].message, why == refuseUnauthenticated)
+		return
+	}
+	switch why {
+	case refuseUnauthenticated:
+		verify.WriteUnauthorized(w)
+	case refuseCSRF:
+		verify.WriteCSRFFailed(w)
+	case refuseBodyTimeout:
+		problem.Write(w, problem.Problem{
+			Status: http.StatusRequestTimeout, Code: "request_timeout",
+			Detail: "The request body did not arrive in time.",
+		})
+	case refuseUpstream:
+		problem.Write(w, problem.Problem{
+			Status: http.StatusBadGateway, Code: "bad_gateway", Title: "Bad Gateway",
+			Detail: "The application behind the verifier did not answer.",
+		})
+	}
+}
+
+// isGRPC reports whether a request is a gRPC call (gRPC-Web's included),
+// whose client reads a refusal only from grpc-status.
+func isGRPC(h http.Header) bool {
+	ct := h.Get("Content-Type")
+	return len(ct) >= len("application/grpc") && strings.EqualFold(ct[:len("application/grpc")], "application/grpc")
+}
+
+// writeGRPCStatus answers a gRPC call with a trailers-only response: HTTP
+// 200 whose headers carry the status, and no body, as the gRPC over HTTP/2
+// spec has a server reject a call. A gRPC-Web call gets its own content
+// type, which its clients check.
+func writeGRPCStatus(w http.ResponseWriter, req http.Header, code int, message string, unauthenticated bool) {
+	h := w.Header()
+	ct := "application/grpc"
+	if reqCT := strings.ToLower(req.Get("Content-Type")); strings.HasPrefix(reqCT, "application/grpc-web-text") {
+		ct = "application/grpc-web-text"
+	} else if strings.HasPrefix(reqCT, "application/grpc-web") {
+		ct = "application/grpc-web"
+	}
+	h.Set("Content-Type", ct)
+	h.Set("Grpc-Status", strconv.Itoa(code))
+	h.Set("Grpc-Message", grpcPercentEncode(message))
+	if unauthenticated {
+		// As every 401 has: a client reading headers learns the scheme.
+		h.Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+// grpcPercentEncode encodes a grpc-message value as the gRPC spec asks:
+// every byte outside printable ASCII, and '%' itself, as %XX.
+func grpcPercentEncode(s string) string {
+	const hex = "0123456789ABCDEF"
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x20 && c <= 0x7e && c != '%' {
+			b.WriteByte(c)
+			continue
+		}
+		b.WriteByte('%')
+		b.WriteByte(hex[c>>4])
+		b.WriteByte(hex[c&0xf])
+	}
+	return b.String()
+}
+
+// Upstream protocols of --upstream-protocol.
+const (
+	UpstreamHTTP1 = "http1"
+	UpstreamH2C   = "h2c"
+)
+
+// NewH2CTransport is the transport to an upstream speaking HTTP/2 without
+// TLS, with prior knowledge (a gRPC server): every request, whatever the
+// client spoke, goes over HTTP/2, which carries gRPC's trailers and
+// streams. One connection multiplexes many streams, so the pool stays
+// small.
+func NewH2CTransport() *http.Transport {
+	var protos http.Protocols
+	protos.SetUnencryptedHTTP2(true)
+	return &http.Transport{
+		Protocols:       &protos,
+		DialContext:     (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		IdleConnTimeout: 90 * time.Second,
+	}
+}
+
+// ServerProtocols are the protocols the proxy's listener speaks: HTTP/1.1
+// and HTTP/2 with prior knowledge (h2c), which gRPC clients use, on the
+// same port. An HTTP/1.1 "Upgrade: h2c" is never honoured (see upgrade.go).
+func ServerProtocols() *http.Protocols {
+	var p http.Protocols
+	p.SetHTTP1(true)
+	p.SetUnencryptedHTTP2(true)
+	return &p
+}
