@@ -312,6 +312,16 @@ type Store interface {
 	// InTx runs fn in one transaction: committed when fn returns nil, rolled
 	// back otherwise. fn must use only the Queries it is given.
 	InTx(ctx context.Context, fn func(Queries) error) error
+	// WithUser runs fn in one transaction that first takes the row of the
+	// user userID (SELECT ... FOR UPDATE on PostgreSQL; the database's
+	// write lock, taken at BEGIN, on SQLite) and only then hands fn the
+	// UserTx of that user: committed when fn returns nil, rolled back
+	// otherwise. ErrNotFound, and fn is not called, when there is no such
+	// user. Every writer of a user's sessions, refresh tokens, password or
+	// status goes through it (RotateRefreshToken is the one exception,
+	// and takes the row first too), so they run one at a time per user
+	// and never deadlock.
+	WithUser(ctx context.Context, userID string, fn func(UserTx) error) error
 	// Ping checks that the database answers.
 	Ping(ctx context.Context) error
 	// Close releases the connections.

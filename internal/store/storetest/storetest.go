@@ -36,6 +36,7 @@ func RunTests(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Login", loginTests},
 		{"RefreshTokens", tokenTests},
 		{"InTx", txTests},
+		{"WithUser", userTxTests},
 		{"Audit", auditTests},
 		{"SigningKeys", keyTests},
 		{"Idempotency", idempotencyTests},
