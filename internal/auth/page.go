@@ -11,6 +11,12 @@ import (
 	"github.com/palisade-auth/palisade/internal/store"
 )
 
+// PageQuery is a page of a list: at most Limit entries after Cursor.
+type PageQuery struct {
+	Limit  int // 0: DefaultPageSize
+	Cursor string
+}
+
 // Page sizes of the admin lists.
 const (
 	DefaultPageSize = 50

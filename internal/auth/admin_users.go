@@ -1,0 +1,246 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/palisade-auth/palisade/internal/apperr"
+	"github.com/palisade-auth/palisade/internal/store"
+)
+
+// Audit event types of account management (API.md section 5, plus
+// user.updated for changes of role, tenant or organization).
+const (
+	EventUserDisabled = "user.disabled"
+	EventUserEnabled  = "user.enabled"
+	EventUserUpdated  = "user.updated"
+)
+
+// UserQuery selects users: Email keeps those whose normalized email
+// contains it.
+type UserQuery struct {
+	Email  string
+	Limit  int // 0: DefaultPageSize
+	Cursor string
+}
+
+// UserPage is one page of users, oldest first; Next is "" on the last page.
+type UserPage struct {
+	Users []User
+	Next  string
+}
+
+// AdminUsers lists accounts, oldest first.
+func (s *Service) AdminUsers(ctx context.Context, a Actor, in UserQuery) (UserPage, error) {
+	if err := s.authorizeRead(ctx, a); err != nil {
+		return UserPage{}, err
+	}
+	email := NormalizeEmail(in.Email)
+	if !utf8.ValidString(in.Email) || len(email) > maxEmailLen {
+		return UserPage{}, errMalformedField("email", "The email filter must be at most 254 characters.")
+	}
+	limit, err := pageSize(in.Limit)
+	if err != nil {
+		return UserPage{}, err
+	}
+	f := store.UserFilter{EmailContains: email, Limit: limit + 1}
+	if in.Cursor != "" {
+		at, id, err := decodeCursor(cursorUsers, in.Cursor)
+		if err != nil {
+			return UserPage{}, err
+		}
+		f.After = &store.UserCursor{CreatedAt: at, ID: id}
+	}
+	us, err := s.st.ListUsers(ctx, f)
+	if err != nil {
+		return UserPage{}, apperr.Internal(err)
+	}
+	page := UserPage{Users: us}
+	if len(us) > limit {
+		page.Users = us[:limit]
+		last := page.Users[limit-1]
+		page.Next = encodeCursor(cursorUsers, last.CreatedAt, last.ID)
+	}
+	return page, nil
+}
+
+// AdminUser returns one account.
+func (s *Service) AdminUser(ctx context.Context, a Actor, id string) (User, error) {
+	if err := s.authorizeRead(ctx, a); err != nil {
+		return User{}, err
+	}
+	u, err := s.st.UserByID(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return User{}, errNoSuchUser()
+	}
+	if err != nil {
+		return User{}, apperr.Internal(err)
+	}
+	return u, nil
+}
+
+// AdminFindUser returns the account named by ref: an email when it holds an
+// "@", else an id.
+func (s *Service) AdminFindUser(ctx context.Context, a Actor, ref string) (User, error) {
+	if !strings.Contains(ref, "@") {
+		return s.AdminUser(ctx, a, ref)
+	}
+	if err := s.authorizeRead(ctx, a); err != nil {
+		return User{}, err
+	}
+	u, err := s.st.UserByEmail(ctx, NormalizeEmail(ref))
+	if errors.Is(err, store.ErrNotFound) {
+		return User{}, errNoSuchUser()
+	}
+	if err != nil {
+		return User{}, apperr.Internal(err)
+	}
+	return u, nil
+}
+
+// UserPatch is a change of an account: nil fields stay as they are; ""
+// clears TenantID and OrganizationID.
+type UserPatch struct {
+	Status         *string
+	Role           *string
+	TenantID       *string
+	OrganizationID *string
+}
+
+const (
+	maxRoleLen  = 64
+	maxScopeLen = 200
+)
+
+// validRole: letters, digits and _ . : - (not first), at most 64. Roles
+// end up in access tokens and in X-Auth-Role headers of upstream apps.
+func validRole(r string) bool {
+	if r == "" || len(r) > maxRoleLen {
+		return false
+	}
+	for i, c := range r {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case i > 0 && strings.ContainsRune("_.:-", c):
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// validScope: a tenant or organization id, printable without spaces, at
+// most 200 characters; "" clears it.
+func validScope(v string) bool {
+	return validText(v, maxScopeLen) && !strings.ContainsFunc(v, func(r rune) bool { return r == ' ' || r == '\u00a0' })
+}
+
+func (p UserPatch) check() error {
+	var fields []apperr.FieldError
+	if p.Status != nil && *p.Status != store.StatusEnabled && *p.Status != store.StatusDisabled {
+		fields = append(fields, apperr.FieldError{Field: "status", Code: "invalid", Message: `status must be "enabled" or "disabled".`})
+	}
+	if p.Role != nil && !validRole(*p.Role) {
+		fields = append(fields, apperr.FieldError{Field: "role", Code: "invalid", Message: "role must be 1 to 64 letters, digits or _ . : - (not first)."})
+	}
+	if p.TenantID != nil && !validScope(*p.TenantID) {
+		fields = append(fields, apperr.FieldError{Field: "tenant_id", Code: "invalid", Message: "tenant_id must be at most 200 printable characters without spaces."})
+	}
+	if p.OrganizationID != nil && !validScope(*p.OrganizationID) {
+		fields = append(fields, apperr.FieldError{Field: "organization_id", Code: "invalid", Message: "organization_id must be at most 200 printable characters without spaces."})
+	}
+	if len(fields) == 0 {
+		return nil
+	}
+	e := apperr.New(apperr.KindUnprocessable, "validation_failed", "The change is not valid.")
+	e.Fields = fields
+	return e
+}
+
+func (p UserPatch) empty() bool {
+	return p.Status == nil && p.Role == nil && p.TenantID == nil && p.OrganizationID == nil
+}
+
+// AdminUpdateUser changes an account. Disabling revokes every session and
+// refresh token of the user. The change, the revocation and their audit
+// entries (user.disabled or user.enabled for the status, user.updated for
+// the rest, each with the acting admin) commit together.
+func (s *Service) AdminUpdateUser(ctx context.Context, a Actor, id string, p UserPatch, m Meta) (User, error) {
+	if err := AuthorizeAdmin(a); err != nil {
+		return User{}, err
+	}
+	if err := p.check(); err != nil {
+		return User{}, err
+	}
+	now := s.clock()
+	var after store.User
+	err := s.st.InTx(ctx, func(q store.Queries) error {
+		if err := authorizeWrite(ctx, q, a); err != nil {
+			return err
+		}
+		if p.empty() {
+			var err error
+			after, err = q.UserByID(ctx, id)
+			return err
+		}
+		before, updated, err := q.UpdateUser(ctx, id, store.UserChange{
+			Status: p.Status, Role: p.Role, TenantID: p.TenantID, OrganizationID: p.OrganizationID,
+		}, now)
+		if err != nil {
+			return err
+		}
+		after = updated
+		if err := s.recordStatus(ctx, q, a, m, before, after, now); err != nil {
+			return err
+		}
+		changes := map[string]any{}
+		for _, f := range []struct{ name, from, to string }{
+			{"role", before.Role, after.Role},
+			{"tenant_id", before.TenantID, after.TenantID},
+			{"organization_id", before.OrganizationID, after.OrganizationID},
+		} {
+			if f.from != f.to {
+				changes[f.name] = map[string]string{"from": f.from, "to": f.to}
+			}
+		}
+		if len(changes) == 0 {
+			return nil
+		}
+		return q.AppendAudit(ctx, s.adminEvent(EventUserUpdated, now, m, a, id, map[string]any{"changes": changes}))
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return User{}, errNoSuchUser()
+	}
+	if err != nil {
+		return User{}, asAppErr(err)
+	}
+	return after, nil
+}
+
+// recordStatus revokes the sessions of a disabled account and audits a
+// change of status.
+func (s *Service) recordStatus(ctx context.Context, q store.Queries, a Actor, m Meta, before, after store.User, now time.Time) error {
+	if after.Status == store.StatusDisabled {
+		// Also when it was disabled already: a session must not outlive
+		// the operator's intent, however it came to exist.
+		revoked, err := q.RevokeUserSessions(ctx, after.ID, "account_disabled", now)
+		if err != nil {
+			return err
+		}
+		switch {
+		case before.Status != store.StatusDisabled:
+			return q.AppendAudit(ctx, s.adminEvent(EventUserDisabled, now, m, a, after.ID, map[string]any{"revoked_sessions": len(revoked)}))
+		case len(revoked) > 0:
+			return q.AppendAudit(ctx, s.adminEvent(EventSessionRevoked, now, m, a, after.ID,
+				map[string]any{"reason": "account_disabled", "revoked_sessions": len(revoked)}))
+		}
+		return nil
+	}
+	if before.Status != after.Status {
+		return q.AppendAudit(ctx, s.adminEvent(EventUserEnabled, now, m, a, after.ID, nil))
+	}
+	return nil
+}
