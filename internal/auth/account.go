@@ -27,10 +27,17 @@ func errInvalidVerificationToken() error {
 	return apperr.New(apperr.KindInvalid, "invalid_verification_token", "The verification link is invalid, used or expired.")
 }
 
+// linkOutbox queues a mail with a link in a transaction: store.Queries, or
+// the store.UserTx of the mail's recipient.
+type linkOutbox interface {
+	outbox
+	CreateOneTimeToken(ctx context.Context, t store.OneTimeToken) error
+}
+
 // queueLink creates a one-time token of purpose for u and queues the mail
 // that carries it, in q's transaction. The token leaves this function only
 // sealed, bound to the mail's id.
-func (s *Service) queueLink(ctx context.Context, q store.Queries, u store.User, purpose string, ttl time.Duration, now time.Time) error {
+func (s *Service) queueLink(ctx context.Context, q linkOutbox, u store.User, purpose string, ttl time.Duration, now time.Time) error {
 	tok, err := token.NewOpaque(s.rand)
 	if err != nil {
 		return err
@@ -169,28 +176,27 @@ func (s *Service) ResetPassword(ctx context.Context, tok, newPassword string, m 
 	if err != nil {
 		return "", hashErr(err)
 	}
-	err = s.st.InTx(ctx, func(q store.Queries) error {
+	err = s.st.WithUser(ctx, u.ID, func(tx store.UserTx) error {
 		// Consuming is the atomic step: of two resets racing with one
 		// token, only one gets here.
-		if _, err := q.ConsumeOneTimeToken(ctx, hash, store.PurposePasswordReset, now); err != nil {
+		if _, err := tx.ConsumeOneTimeToken(ctx, hash, store.PurposePasswordReset, now); err != nil {
 			return err
 		}
-		// Revoke before setting the hash, as at password change.
-		revoked, err := q.RevokeUserSessions(ctx, u.ID, "password_reset", now)
+		revoked, err := tx.RevokeSessions(ctx, "password_reset", now)
 		if err != nil {
 			return err
 		}
-		if err := q.SetPasswordHash(ctx, u.ID, pwHash, now); err != nil {
+		if err := tx.SetPasswordHash(ctx, pwHash, now); err != nil {
 			return err
 		}
-		if err := q.SetEmailVerified(ctx, u.ID, now); err != nil {
+		if err := tx.SetEmailVerified(ctx, now); err != nil {
 			return err
 		}
 		// The owner hears of it, in case it was not them.
-		if err := s.queueNotice(ctx, q, u, store.MailPasswordReset, now, m); err != nil {
+		if err := s.queueNotice(ctx, tx, tx.User(), store.MailPasswordReset, now, m); err != nil {
 			return err
 		}
-		return q.AppendAudit(ctx, s.event(EventPasswordReset, now, m, u.ID, "", map[string]any{"revoked_sessions": len(revoked)}))
+		return tx.AppendAudit(ctx, s.event(EventPasswordReset, now, m, u.ID, "", map[string]any{"revoked_sessions": len(revoked)}))
 	})
 	if errors.Is(err, store.ErrNotFound) {
 		return "", errInvalidResetToken()
@@ -228,16 +234,21 @@ func (s *Service) VerifyEmail(ctx context.Context, tok string, m Meta) error {
 		return errInvalidVerificationToken()
 	}
 	now := s.clock()
-	err := s.st.InTx(ctx, func(q store.Queries) error {
-		ot, err := q.ConsumeOneTimeToken(ctx, token.Hash(tok), store.PurposeVerifyEmail, now)
-		if err != nil {
-			return err
-		}
-		if err := q.SetEmailVerified(ctx, ot.UserID, now); err != nil {
-			return err
-		}
-		return q.AppendAudit(ctx, s.event(EventEmailVerified, now, m, ot.UserID, "", nil))
-	})
+	hash := token.Hash(tok)
+	// The token names the user whose row the verification takes; consuming
+	// it under that lock is the atomic step.
+	ot, err := s.st.OneTimeTokenByHash(ctx, hash)
+	if err == nil {
+		err = s.st.WithUser(ctx, ot.UserID, func(tx store.UserTx) error {
+			if _, err := tx.ConsumeOneTimeToken(ctx, hash, store.PurposeVerifyEmail, now); err != nil {
+				return err
+			}
+			if err := tx.SetEmailVerified(ctx, now); err != nil {
+				return err
+			}
+			return tx.AppendAudit(ctx, s.event(EventEmailVerified, now, m, ot.UserID, "", nil))
+		})
+	}
 	if errors.Is(err, store.ErrNotFound) {
 		return errInvalidVerificationToken()
 	}
@@ -253,17 +264,14 @@ func (s *Service) VerifyEmail(ctx context.Context, tok string, m Meta) error {
 func (s *Service) ResendVerification(ctx context.Context, userID string, m Meta) error {
 	now := s.clock()
 	queued := false
-	err := s.st.InTx(ctx, func(q store.Queries) error {
-		// Locked, so that of two resends at once one sees the other's mail
-		// and sends nothing: the queue is the rate limit.
-		u, err := q.LockUser(ctx, userID)
-		if err != nil {
-			return err
-		}
+	err := s.st.WithUser(ctx, userID, func(tx store.UserTx) error {
+		// Under the user's lock, so that of two resends at once one sees
+		// the other's mail and sends nothing: the queue is the rate limit.
+		u := tx.User()
 		if u.EmailVerifiedAt != nil || u.Status != store.StatusEnabled {
 			return nil
 		}
-		last, err := q.LastMailAt(ctx, u.ID, store.PurposeVerifyEmail)
+		last, err := tx.LastMailAt(ctx, store.PurposeVerifyEmail)
 		switch {
 		case err == nil && now.Sub(last) < s.cfg.ResendInterval:
 			return nil
@@ -271,7 +279,7 @@ func (s *Service) ResendVerification(ctx context.Context, userID string, m Meta)
 			return err
 		}
 		queued = true
-		return s.queueLink(ctx, q, u, store.PurposeVerifyEmail, s.cfg.VerifyTokenTTL, now)
+		return s.queueLink(ctx, tx, u, store.PurposeVerifyEmail, s.cfg.VerifyTokenTTL, now)
 	})
 	if errors.Is(err, store.ErrNotFound) {
 		return apperr.New(apperr.KindUnauthenticated, "invalid_token", "The access token is missing or invalid.")

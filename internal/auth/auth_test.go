@@ -306,22 +306,17 @@ func TestRegisterValidation(t *testing.T) {
 	}
 }
 
-// meanwhile is the real store, with change run just before a login writes
-// its session or a transaction begins: as if it had committed while the
-// caller was checking or hashing a password.
+// meanwhile is the real store, with change run just before a transaction
+// on a user begins: as if it had committed while the caller was checking or
+// hashing a password.
 type meanwhile struct {
 	store.Store
 	change func()
 }
 
-func (m meanwhile) OpenSession(ctx context.Context, l store.Login) (string, error) {
+func (m meanwhile) WithUser(ctx context.Context, userID string, fn func(store.UserTx) error) error {
 	m.change()
-	return m.Store.OpenSession(ctx, l)
-}
-
-func (m meanwhile) InTx(ctx context.Context, fn func(store.Queries) error) error {
-	m.change()
-	return m.Store.InTx(ctx, fn)
+	return m.Store.WithUser(ctx, userID, fn)
 }
 
 // A login whose password check overlaps a password change or a disable
@@ -336,12 +331,16 @@ func TestLoginOverlappingAnAccountChange(t *testing.T) {
 			change      func(u auth.User) error
 		}{
 			{"changed@example.com", "invalid_credentials", func(u auth.User) error {
-				return f.st.SetPasswordHash(ctx, u.ID, "$argon2id$v=19$m=64,t=1,p=1$c2FsdHNhbHQ$bmV3aGFzaG5ld2hhc2g", f.clock.Now())
+				return f.st.WithUser(ctx, u.ID, func(tx store.UserTx) error {
+					return tx.SetPasswordHash(ctx, "$argon2id$v=19$m=64,t=1,p=1$c2FsdHNhbHQ$bmV3aGFzaG5ld2hhc2g", f.clock.Now())
+				})
 			}},
 			{"disabled@example.com", "account_disabled", func(u auth.User) error {
 				disabled := store.StatusDisabled
-				_, _, err := f.st.UpdateUser(ctx, u.ID, store.UserChange{Status: &disabled}, f.clock.Now())
-				return err
+				return f.st.WithUser(ctx, u.ID, func(tx store.UserTx) error {
+					_, err := tx.Update(ctx, store.UserChange{Status: &disabled}, f.clock.Now())
+					return err
+				})
 			}},
 		} {
 			u := f.user(t, tc.email)

@@ -112,20 +112,51 @@ func (s *Service) openSession(ctx context.Context, u store.User, in LoginInput, 
 	if err != nil {
 		return TokenPair{}, apperr.Internal(err)
 	}
-	_, err = s.st.OpenSession(ctx, store.Login{
-		Session:         sess,
-		Token:           store.RefreshToken{Hash: token.Hash(refresh), SessionID: sess.ID, UserID: u.ID, IssuedAt: now, ExpiresAt: sess.ExpiresAt},
-		NewPasswordHash: newHash,
-		CheckedHash:     u.PasswordHash,
-		Opened:          s.event(EventUserLoggedIn, now, m, u.ID, sess.ID, map[string]any{"device_id": deviceID}),
-		Replaced:        s.event(EventSessionRevoked, now, m, u.ID, "", map[string]any{"reason": "replaced"}),
+	tok := store.RefreshToken{Hash: token.Hash(refresh), SessionID: sess.ID, UserID: u.ID, IssuedAt: now, ExpiresAt: sess.ExpiresAt}
+	var refusal string
+	err = s.st.WithUser(ctx, u.ID, func(tx store.UserTx) error {
+		// Under the user's lock: a disable or a password change that
+		// committed while the password was being checked is seen here, and
+		// one that comes later waits for this login and revokes its session.
+		switch cur := tx.User(); {
+		case cur.Status != store.StatusEnabled:
+			refusal = "account_disabled"
+		case cur.PasswordHash != u.PasswordHash:
+			refusal = "password_changed"
+		}
+		if refusal != "" {
+			return errLoginRefused
+		}
+		if newHash != "" {
+			if err := tx.SetPasswordHash(ctx, newHash, now); err != nil {
+				return err
+			}
+		}
+		// A login for a device the user already has replaces that
+		// device's session.
+		old, err := tx.ActiveSessionByDevice(ctx, deviceID, now)
+		switch {
+		case err == nil:
+			if _, err := tx.RevokeSession(ctx, old.ID, "replaced", now); err != nil {
+				return err
+			}
+			if err := tx.AppendAudit(ctx, s.event(EventSessionRevoked, now, m, u.ID, old.ID, map[string]any{"reason": "replaced"})); err != nil {
+				return err
+			}
+		case !errors.Is(err, store.ErrNotFound):
+			return err
+		}
+		if err := tx.CreateSession(ctx, sess); err != nil {
+			return err
+		}
+		if err := tx.CreateRefreshToken(ctx, tok); err != nil {
+			return err
+		}
+		return tx.AppendAudit(ctx, s.event(EventUserLoggedIn, now, m, u.ID, sess.ID, map[string]any{"device_id": deviceID}))
 	})
-	if errors.Is(err, store.ErrPrecondition) {
-		// The account changed while the password was being checked: it was
-		// disabled, or its password changed and the one checked is no
-		// longer it.
-		if cur, err := s.st.UserByID(ctx, u.ID); err == nil && cur.Status != store.StatusEnabled {
-			s.recordFailure(ctx, m, u.ID, "account_disabled", "")
+	if errors.Is(err, errLoginRefused) || errors.Is(err, store.ErrNotFound) {
+		if refusal == "account_disabled" {
+			s.recordFailure(ctx, m, u.ID, refusal, "")
 			return TokenPair{}, errAccountDisabled()
 		}
 		s.recordFailure(ctx, m, u.ID, "password_changed", "")
@@ -139,6 +170,10 @@ func (s *Service) openSession(ctx context.Context, u store.User, in LoginInput, 
 		RefreshExpiresIn: sess.ExpiresAt.Sub(now), SessionID: sess.ID,
 	}, nil
 }
+
+// errLoginRefused ends a login's transaction when the account changed while
+// its password was being checked; nothing is written.
+var errLoginRefused = errors.New("auth: account changed during login")
 
 // minTime is the earlier of a and b.
 func minTime(a, b time.Time) time.Time {

@@ -17,10 +17,16 @@ type Notice struct {
 	UserAgent string    `json:"user_agent,omitempty"`
 }
 
+// outbox queues a mail in a transaction: store.Queries, or the
+// store.UserTx of the mail's recipient.
+type outbox interface {
+	EnqueueMail(ctx context.Context, j store.MailJob) error
+}
+
 // queueNotice queues, in q's transaction, a mail of kind (store.Mail…)
 // telling u that it happened now, at the request m describes: committed
 // with the change it reports or not at all.
-func (s *Service) queueNotice(ctx context.Context, q store.Queries, u store.User, kind string, now time.Time, m Meta) error {
+func (s *Service) queueNotice(ctx context.Context, q outbox, u store.User, kind string, now time.Time, m Meta) error {
 	raw, err := json.Marshal(Notice{At: now.UTC(), IP: m.IP, UserAgent: m.userAgent()})
 	if err != nil {
 		return err

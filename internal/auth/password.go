@@ -63,32 +63,28 @@ func (s *Service) ChangePassword(ctx context.Context, userID, sessionID string, 
 		return hashErr(err)
 	}
 	now := s.clock()
-	err = s.st.InTx(ctx, func(q store.Queries) error {
-		// The user's row is locked first (the lock order of every writer
-		// of sessions), and re-read: a change or reset that committed
+	err = s.st.WithUser(ctx, u.ID, func(tx store.UserTx) error {
+		// Re-read under the user's lock: a change or reset that committed
 		// while this one was hashing made the password just checked stale,
 		// and last-writer-wins would let a stale password overrule it.
-		cur, err := q.LockUser(ctx, u.ID)
-		if err != nil {
-			return err
-		}
+		cur := tx.User()
 		if cur.Status != store.StatusEnabled {
 			return errAccountDisabled()
 		}
 		if cur.PasswordHash != u.PasswordHash {
 			return errCurrentPasswordIncorrect()
 		}
-		revoked, err := q.RevokeUserSessions(ctx, u.ID, "password_changed", now)
+		revoked, err := tx.RevokeSessions(ctx, "password_changed", now)
 		if err != nil {
 			return err
 		}
-		if err := q.SetPasswordHash(ctx, u.ID, hash, now); err != nil {
+		if err := tx.SetPasswordHash(ctx, hash, now); err != nil {
 			return err
 		}
-		if err := s.queueNotice(ctx, q, cur, store.MailPasswordChanged, now, m); err != nil {
+		if err := s.queueNotice(ctx, tx, cur, store.MailPasswordChanged, now, m); err != nil {
 			return err
 		}
-		return q.AppendAudit(ctx, s.event(EventPasswordChanged, now, m, u.ID, sessionID, map[string]any{"revoked_sessions": len(revoked)}))
+		return tx.AppendAudit(ctx, s.event(EventPasswordChanged, now, m, u.ID, sessionID, map[string]any{"revoked_sessions": len(revoked)}))
 	})
 	if err != nil {
 		return asAppErr(err)

@@ -49,19 +49,6 @@ func (s *Service) Refresh(ctx context.Context, presented string, m Meta) (TokenP
 	}
 }
 
-// enabledUser loads the owner of a refresh token; a disabled account gets
-// nothing.
-func enabledUser(ctx context.Context, q store.Queries, userID string) (store.User, error) {
-	u, err := q.UserByID(ctx, userID)
-	if err != nil {
-		return store.User{}, err
-	}
-	if u.Status != store.StatusEnabled {
-		return store.User{}, errRefreshRevoked()
-	}
-	return u, nil
-}
-
 // pair mints the access token for the session and pairs it with the
 // refresh token. It runs after the transaction commits: the RSA signature
 // is the costliest step and must not hold a database lock. If it fails
@@ -88,15 +75,15 @@ func (s *Service) refused(ctx context.Context, rot store.Rotation, presented, ne
 		if s.withinLeeway(rot, next, now) {
 			return s.replaySuccessor(ctx, rot, next, now, m)
 		}
-		err := s.st.InTx(ctx, func(q store.Queries) error {
-			revoked, err := q.RevokeUserSessions(ctx, t.UserID, "refresh_token_reused", now)
+		err := s.st.WithUser(ctx, t.UserID, func(tx store.UserTx) error {
+			revoked, err := tx.RevokeSessions(ctx, "refresh_token_reused", now)
 			if err != nil {
 				return err
 			}
-			return q.AppendAudit(ctx, s.event(EventRefreshTokenReuse, now, m, t.UserID, t.SessionID,
+			return tx.AppendAudit(ctx, s.event(EventRefreshTokenReuse, now, m, t.UserID, t.SessionID,
 				map[string]any{"revoked_sessions": len(revoked)}))
 		})
-		if err != nil {
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return TokenPair{}, apperr.Internal(err)
 		}
 		return TokenPair{}, errRefreshRevoked()
@@ -125,15 +112,15 @@ func (s *Service) withinLeeway(rot store.Rotation, next string, now time.Time) b
 func (s *Service) replaySuccessor(ctx context.Context, rot store.Rotation, next string, now time.Time, m Meta) (TokenPair, error) {
 	var u store.User
 	t := rot.Token
-	err := s.st.InTx(ctx, func(q store.Queries) error {
-		var err error
-		if u, err = enabledUser(ctx, q, t.UserID); err != nil {
+	err := s.st.WithUser(ctx, t.UserID, func(tx store.UserTx) error {
+		// A disabled account gets nothing.
+		if u = tx.User(); u.Status != store.StatusEnabled {
+			return errRefreshRevoked()
+		}
+		if err := tx.TouchSession(ctx, t.SessionID, now, m.IP, m.userAgent()); err != nil {
 			return err
 		}
-		if err := q.TouchSession(ctx, t.SessionID, now, m.IP, m.userAgent()); err != nil {
-			return err
-		}
-		return q.AppendAudit(ctx, s.event(EventRefreshTokenUsed, now, m, t.UserID, t.SessionID,
+		return tx.AppendAudit(ctx, s.event(EventRefreshTokenUsed, now, m, t.UserID, t.SessionID,
 			map[string]any{"reuse_within_leeway": true, "reason": "rotated token presented again within the reuse leeway; successor replayed"}))
 	})
 	if err != nil {
@@ -156,12 +143,12 @@ func (s *Service) Logout(ctx context.Context, presented string, m Meta) error {
 		return apperr.Internal(err)
 	}
 	now := s.clock()
-	err = s.st.InTx(ctx, func(q store.Queries) error {
-		changed, err := q.RevokeSession(ctx, t.SessionID, "logout", now)
+	err = s.st.WithUser(ctx, t.UserID, func(tx store.UserTx) error {
+		changed, err := tx.RevokeSession(ctx, t.SessionID, "logout", now)
 		if err != nil || !changed {
 			return err
 		}
-		return q.AppendAudit(ctx, s.event(EventUserLoggedOut, now, m, t.UserID, t.SessionID, nil))
+		return tx.AppendAudit(ctx, s.event(EventUserLoggedOut, now, m, t.UserID, t.SessionID, nil))
 	})
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return apperr.Internal(err)
@@ -173,14 +160,15 @@ func (s *Service) Logout(ctx context.Context, presented string, m Meta) error {
 // stay valid until they expire: they are stateless by design.
 func (s *Service) LogoutAll(ctx context.Context, userID, sessionID string, m Meta) error {
 	now := s.clock()
-	err := s.st.InTx(ctx, func(q store.Queries) error {
-		revoked, err := q.RevokeUserSessions(ctx, userID, "logout_all", now)
+	err := s.st.WithUser(ctx, userID, func(tx store.UserTx) error {
+		revoked, err := tx.RevokeSessions(ctx, "logout_all", now)
 		if err != nil {
 			return err
 		}
-		return q.AppendAudit(ctx, s.event(EventUserLoggedOutAll, now, m, userID, sessionID, map[string]any{"revoked_sessions": len(revoked)}))
+		return tx.AppendAudit(ctx, s.event(EventUserLoggedOutAll, now, m, userID, sessionID, map[string]any{"revoked_sessions": len(revoked)}))
 	})
-	if err != nil {
+	// An account that no longer exists has no session left to end.
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return apperr.Internal(err)
 	}
 	return nil

@@ -30,21 +30,18 @@ func (s *Service) Sessions(ctx context.Context, userID, currentSessionID string)
 // RevokeSession ends one of the user's own sessions. Another user's session
 // is reported as not found, so ids of others cannot be probed.
 func (s *Service) RevokeSession(ctx context.Context, userID, sessionID string, m Meta) error {
-	sess, err := s.st.SessionByID(ctx, sessionID)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && sess.UserID != userID) {
-		return apperr.New(apperr.KindNotFound, "not_found", "No such session.")
-	}
-	if err != nil {
-		return apperr.Internal(err)
-	}
 	now := s.clock()
-	err = s.st.InTx(ctx, func(q store.Queries) error {
-		changed, err := q.RevokeSession(ctx, sessionID, "revoked_by_user", now)
+	err := s.st.WithUser(ctx, userID, func(tx store.UserTx) error {
+		// Not found unless the session is the user's own.
+		changed, err := tx.RevokeSession(ctx, sessionID, "revoked_by_user", now)
 		if err != nil || !changed {
 			return err
 		}
-		return q.AppendAudit(ctx, s.event(EventSessionRevoked, now, m, userID, sessionID, map[string]any{"reason": "revoked_by_user"}))
+		return tx.AppendAudit(ctx, s.event(EventSessionRevoked, now, m, userID, sessionID, map[string]any{"reason": "revoked_by_user"}))
 	})
+	if errors.Is(err, store.ErrNotFound) {
+		return apperr.New(apperr.KindNotFound, "not_found", "No such session.")
+	}
 	if err != nil {
 		return apperr.Internal(err)
 	}
