@@ -21,7 +21,12 @@ import (
 // complete.
 func Recover(logger *slog.Logger, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rec := newResponseRecorder(w)
+		// Inside AccessLog, as Standard puts it, w already records what
+		// was written: one recorder serves both.
+		rec, ok := w.(*responseRecorder)
+		if !ok {
+			rec = newResponseRecorder(w)
+		}
 		defer func() {
 			v := recover()
 			if v == nil {

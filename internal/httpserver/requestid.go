@@ -2,7 +2,9 @@ package httpserver
 
 import (
 	"context"
+	"crypto/rand"
 	"net/http"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -60,12 +62,16 @@ func validRequestID(id string) bool {
 	return true
 }
 
+// newRequestID returns a UUIDv7 (RFC 9562): 48 bits of Unix milliseconds,
+// then random bits from crypto/rand. It is built on the stack rather than
+// with uuid.NewV7, whose reader interface puts every id on the heap: the
+// string is this per-request step's only allocation.
 func newRequestID() string {
-	id, err := uuid.NewV7()
-	if err != nil {
-		// NewV7 fails only when the system's random source does, which
-		// crypto/rand no longer reports; a v4 keeps the id unique regardless.
-		return uuid.NewString()
-	}
-	return id.String()
+	var u uuid.UUID
+	_, _ = rand.Read(u[6:]) // never fails: crypto/rand crashes the program instead
+	ms := uint64(time.Now().UnixMilli())
+	u[0], u[1], u[2], u[3], u[4], u[5] = byte(ms>>40), byte(ms>>32), byte(ms>>24), byte(ms>>16), byte(ms>>8), byte(ms)
+	u[6] = 0x70 | u[6]&0x0f // version 7
+	u[8] = 0x80 | u[8]&0x3f // variant 10
+	return u.String()
 }

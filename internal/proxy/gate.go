@@ -46,8 +46,9 @@ func hiddenCookies(cfg Config) []string {
 type gate struct {
 	v   *verify.Verifier
 	cfg Config
-	// grpc answers a gRPC call's refusal with a gRPC status (see refuse).
-	grpc bool
+	// httpOnly answers every refusal in HTTP, a gRPC call's too: set
+	// for forward-auth (see refuse).
+	httpOnly bool
 }
 
 // decide returns (identity, true) for a valid token, (nil, true) for a

@@ -45,12 +45,12 @@ var grpcRefusals = [...]struct {
 }
 
 // refuse writes the answer to a refused request: a gRPC status when the
-// gate answers gRPC (proxy mode) and the request is a gRPC call, else the
-// HTTP status with its problem+json body. Forward-auth never answers in
+// request is a gRPC call and the gate is the proxy's, else the HTTP status
+// with its problem+json body. Forward-auth never answers in
 // gRPC: the proxy asking reads only the HTTP status, and a 200 carrying
 // grpc-status would let the call through.
 func (g *gate) refuse(w http.ResponseWriter, r *http.Request, why refusal) {
-	if g.grpc && isGRPC(r.Header) {
+	if !g.httpOnly && isGRPC(r.Header) {
 		writeGRPCStatus(w, r.Header, grpcRefusals[why].code, grpcRefusals[why].message, why == refuseUnauthenticated)
 		return
 	}

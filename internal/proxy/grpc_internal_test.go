@@ -33,19 +33,19 @@ func TestRefuseStatuses(t *testing.T) {
 		{refuseBodyTimeout, "4", http.StatusRequestTimeout},
 		{refuseUpstream, "14", http.StatusBadGateway},
 	} {
-		for _, g := range []*gate{{grpc: true}, {grpc: false}} {
+		for _, g := range []*gate{{}, {httpOnly: true}} {
 			for _, ct := range []string{"application/grpc", "text/plain"} {
 				r := httptest.NewRequest(http.MethodPost, "/svc/Method", nil)
 				r.Header.Set("Content-Type", ct)
 				w := httptest.NewRecorder()
 				g.refuse(w, r, tc.why)
-				asGRPC := g.grpc && ct == "application/grpc"
+				asGRPC := !g.httpOnly && ct == "application/grpc"
 				gotGRPC := w.Header().Get("Grpc-Status")
 				switch {
 				case asGRPC && (w.Code != http.StatusOK || gotGRPC != tc.grpcStatus || w.Body.Len() != 0):
 					t.Errorf("refuse(%d) of a gRPC call = %d, grpc-status %q, %d body bytes; want 200, %s, none", tc.why, w.Code, gotGRPC, w.Body.Len(), tc.grpcStatus)
 				case !asGRPC && (w.Code != tc.httpStatus || gotGRPC != ""):
-					t.Errorf("refuse(%d) (gate grpc %v, %s) = %d, grpc-status %q; want %d, none", tc.why, g.grpc, ct, w.Code, gotGRPC, tc.httpStatus)
+					t.Errorf("refuse(%d) (httpOnly %v, %s) = %d, grpc-status %q; want %d, none", tc.why, g.httpOnly, ct, w.Code, gotGRPC, tc.httpStatus)
 				}
 			}
 		}
