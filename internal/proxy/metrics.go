@@ -1,6 +1,9 @@
 package proxy
 
 import (
+	"maps"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -33,6 +36,9 @@ const (
 type Metrics struct {
 	requests        *prometheus.CounterVec
 	failures        *prometheus.CounterVec
+	allowed, public prometheus.Counter            // requests' children resolved once
+	rejected        childCache[verify.Reason]     // requests{outcome="rejected"} by reason
+	failed          map[string]prometheus.Counter // failures by reason, fixed at construction
 	latency         prometheus.Histogram
 	refreshFailures prometheus.Counter
 	revFailures     prometheus.Counter // nil until WithRevocations
@@ -60,6 +66,17 @@ func NewMetrics(reg prometheus.Registerer, keySetAge func() float64) *Metrics {
 			Help: "Failed fetches or reloads of the key set (the last good set stays in use).",
 		}),
 	}
+	// Resolving a child hashes its labels under the vector's lock: done
+	// once here for the outcomes every request counts, not per request.
+	m.allowed = m.requests.WithLabelValues(OutcomeAllowed, "")
+	m.public = m.requests.WithLabelValues(OutcomePublic, "")
+	m.rejected = childCache[verify.Reason]{resolve: func(r verify.Reason) prometheus.Counter {
+		return m.requests.WithLabelValues(OutcomeRejected, string(r))
+	}}
+	m.failed = map[string]prometheus.Counter{}
+	for _, r := range []string{FailureBodyTimeout, FailureClientGone, FailureUpstream} {
+		m.failed[r] = m.failures.WithLabelValues(r)
+	}
 	reg.MustRegister(m.requests, m.failures, m.latency, m.refreshFailures, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "verifier_keyset_age_seconds",
 		Help: "Seconds since the key set was last loaded successfully; -1 while none is.",
@@ -68,15 +85,62 @@ func NewMetrics(reg prometheus.Registerer, keySetAge func() float64) *Metrics {
 }
 
 func (m *Metrics) outcome(outcome string, reason verify.Reason) {
-	if m != nil {
-		m.requests.WithLabelValues(outcome, string(reason)).Inc()
+	if m == nil {
+		return
+	}
+	switch outcome {
+	case OutcomeAllowed:
+		m.allowed.Inc()
+	case OutcomePublic:
+		m.public.Inc()
+	default:
+		m.rejected.get(reason).Inc()
 	}
 }
 
 func (m *Metrics) failure(reason string) {
-	if m != nil {
-		m.failures.WithLabelValues(reason).Inc()
+	if m == nil {
+		return
 	}
+	if c, ok := m.failed[reason]; ok {
+		c.Inc()
+		return
+	}
+	m.failures.WithLabelValues(reason).Inc()
+}
+
+// childCache holds the children of one vector by label value, resolved
+// on first use (so a reason never seen adds no series) and then read
+// without a lock or an allocation: the map is copied on each addition,
+// which happens once per reason.
+type childCache[K comparable] struct {
+	resolve func(K) prometheus.Counter
+	mu      sync.Mutex
+	m       atomic.Pointer[map[K]prometheus.Counter]
+}
+
+func (c *childCache[K]) get(k K) prometheus.Counter {
+	if m := c.m.Load(); m != nil {
+		if ctr, ok := (*m)[k]; ok {
+			return ctr
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := c.m.Load()
+	if old != nil {
+		if ctr, ok := (*old)[k]; ok {
+			return ctr
+		}
+	}
+	next := make(map[K]prometheus.Counter, 1)
+	if old != nil {
+		maps.Copy(next, *old)
+	}
+	ctr := c.resolve(k)
+	next[k] = ctr
+	c.m.Store(&next)
+	return ctr
 }
 
 func (m *Metrics) observe(d time.Duration) {
@@ -103,7 +167,7 @@ func (m *Metrics) WithRevocations(reg prometheus.Registerer, staleness, size fun
 		Help: "Sessions and signing keys on the revocation list.",
 	}, size))
 	for _, r := range []verify.Reason{verify.ReasonSessionRevoked, verify.ReasonKeyRevoked, verify.ReasonRevocationsStale} {
-		m.requests.WithLabelValues(OutcomeRejected, string(r))
+		m.rejected.get(r)
 	}
 }
 
