@@ -75,7 +75,7 @@ func newKeysRotateCmd() *cobra.Command {
 			})
 		},
 	}
-	cfg.ActivateInFlag(cmd.Flags())
+	cfg.KeySchedule.ActivateInFlag(cmd.Flags())
 	cfg.StoreFlags(cmd.Flags())
 	bindEnv(cmd)
 	return cmd

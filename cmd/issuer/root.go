@@ -38,8 +38,7 @@ func openApp(ctx context.Context, cfg config.Issuer, migrate bool) (*issuerapp.A
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	level, _ := config.ParseLogLevel(cfg.LogLevel)
-	return issuerapp.Open(ctx, cfg, httpserver.NewLogger(os.Stderr, level), migrate)
+	return issuerapp.Open(ctx, cfg, httpserver.NewLogger(os.Stderr, cfg.Level()), migrate)
 }
 
 func newVersionCmd() *cobra.Command {

@@ -63,6 +63,7 @@ func newUsersCreateCmd() *cobra.Command {
 	f.BoolVar(&passwordStdin, "password-stdin", false, "read the password from the first line of stdin")
 	_ = cmd.MarkFlagRequired("email")
 	cfg.StoreFlags(f)
+	cfg.MailLinks.Flags(f)
 	bindEnv(cmd)
 	return cmd
 }

@@ -58,7 +58,7 @@ func newWebhooksCreateCmd() *cobra.Command {
 	_ = cmd.MarkFlagRequired("url")
 	_ = cmd.MarkFlagRequired("event")
 	cfg.StoreFlags(f)
-	cfg.WebhookGuardFlags(f)
+	cfg.WebhookGuard.Flags(f)
 	bindEnv(cmd)
 	return cmd
 }

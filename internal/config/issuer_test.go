@@ -75,8 +75,8 @@ func TestValidateEachField(t *testing.T) {
 		{"read header timeout zero", func(c *Issuer) { c.ReadHeaderTimeout = 0 }, "--read-header-timeout", true},
 		{"read body timeout zero", func(c *Issuer) { c.ReadBodyTimeout = 0 }, "--read-body-timeout", true},
 		{"read body timeout long", func(c *Issuer) { c.ReadBodyTimeout = 11 * time.Minute }, "--read-body-timeout", true},
-		{"rate limit syntax", func(c *Issuer) { c.RateLimits = []string{"login"} }, "--rate-limit", true},
-		{"rate limit name", func(c *Issuer) { c.RateLimits = []string{"logon=1/1m"} }, "--rate-limit", true},
+		{"rate limit syntax", func(c *Issuer) { c.Overrides = []string{"login"} }, "--rate-limit", true},
+		{"rate limit name", func(c *Issuer) { c.Overrides = []string{"logon=1/1m"} }, "--rate-limit", true},
 		{"rate limit store", func(c *Issuer) { c.RateLimitStore = "redis" }, "--rate-limit-store", true},
 		{"browser origin with path", func(c *Issuer) { c.BrowserOrigins = []string{"https://app.example.com/"} }, "--browser-origins", true},
 		{"browser origin scheme", func(c *Issuer) { c.BrowserOrigins = []string{"app.example.com"} }, "--browser-origins", true},
@@ -170,7 +170,7 @@ func TestSharedRateLimits(t *testing.T) {
 		{"postgres://db/issuer", RateLimitStoreMemory, false},
 	}
 	for _, tt := range tests {
-		c := Issuer{DatabaseURL: tt.db, RateLimitStore: tt.store}
+		c := Issuer{Database: Database{DatabaseURL: tt.db}, RateLimits: RateLimits{RateLimitStore: tt.store}}
 		if got := c.SharedRateLimits(); got != tt.want {
 			t.Errorf("SharedRateLimits(%s, %q) = %v, want %v", tt.db, tt.store, got, tt.want)
 		}
@@ -204,7 +204,7 @@ func TestEmbedded(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.url, func(t *testing.T) {
-			c := Issuer{DatabaseURL: tt.url}
+			c := Database{DatabaseURL: tt.url}
 			if got := c.Embedded(); got != tt.want {
 				t.Errorf("Embedded(%q) = %v, want %v", tt.url, got, tt.want)
 			}

@@ -84,7 +84,7 @@ func TestLinkBase(t *testing.T) {
 		{"https://auth.example.com", "https://app.example.com/account/", "https://app.example.com/account"},
 	}
 	for _, tt := range tests {
-		c := Issuer{IssuerURL: tt.issuer, PublicURL: tt.public}
+		c := Issuer{Tokens: Tokens{IssuerURL: tt.issuer}, Mail: Mail{PublicURL: tt.public}}
 		if got := c.LinkBase(); got != tt.want {
 			t.Errorf("LinkBase(issuer %q, public %q) = %q, want %q", tt.issuer, tt.public, got, tt.want)
 		}

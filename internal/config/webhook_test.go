@@ -50,9 +50,12 @@ func TestValidateWebhookFlags(t *testing.T) {
 }
 
 func TestWebhookAllow(t *testing.T) {
-	c := Issuer{WebhookAllowCIDRs: []string{"127.0.0.1/32", "10.1.2.3/8"}}
+	g := WebhookGuard{WebhookAllowCIDRs: []string{"127.0.0.1/32", "10.1.2.3/8"}}
+	if err := g.Validate(); err != nil {
+		t.Fatalf("Validate() = %v, want nil", err)
+	}
 	want := []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32"), netip.MustParsePrefix("10.0.0.0/8")}
-	if got := c.WebhookAllow(); !slices.Equal(got, want) {
-		t.Errorf("WebhookAllow() = %v, want %v", got, want)
+	if got := g.Allow(); !slices.Equal(got, want) {
+		t.Errorf("Allow() = %v, want %v", got, want)
 	}
 }

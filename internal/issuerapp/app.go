@@ -28,16 +28,10 @@ type App struct {
 	Store  *sqlstore.Store
 	Sealer *keys.Sealer
 	Keys   *keys.Manager
-	// MailQueued wakes the mail worker when a flow queued a mail; a no-op
-	// until Serve starts one.
-	MailQueued func()
 	// Guard applies the outbound URL rules to webhook endpoints, at
 	// registration and when delivering (--webhook-allow-cidr).
 	Guard *netguard.Guard
-	// WebhookQueued wakes the webhook dispatcher after a redelivery; a
-	// no-op until Serve starts one.
-	WebhookQueued func()
-	now           func() time.Time
+	now   func() time.Time
 }
 
 // Open connects to the database (applying migrations when migrate is set)
@@ -69,8 +63,8 @@ func Open(ctx context.Context, cfg config.Issuer, log *slog.Logger, migrate bool
 		ActivateIn: cfg.ActivateIn, RotationInterval: cfg.KeyRotationInterval,
 	}, now, rand.Reader)
 	return &App{
-		Cfg: cfg, Log: log, Store: st, Sealer: sealer, Keys: km, MailQueued: func() {},
-		Guard: netguard.New(netguard.Config{Allow: cfg.WebhookAllow()}), WebhookQueued: func() {}, now: now,
+		Cfg: cfg, Log: log, Store: st, Sealer: sealer, Keys: km,
+		Guard: netguard.New(netguard.Config{Allow: cfg.WebhookGuard.Allow()}), now: now,
 	}, nil
 }
 
@@ -101,30 +95,41 @@ func loadKEK(cfg config.Issuer, log *slog.Logger) ([][]byte, error) {
 func (a *App) Close() error { return a.Store.Close() }
 
 // OperatorAuth is the flow service of the command line, which creates and
-// administers accounts but issues no tokens: no issuer URL, audience or
-// token lifetimes.
+// administers accounts but issues no tokens: its configuration has no
+// issuer URL, audience or token lifetimes. The mails and deliveries it
+// queues are sent by a running issuer, within its poll interval.
 func (a *App) OperatorAuth() *auth.Service {
-	return a.authWith(password.NewHasher(password.DefaultParams, 0, rand.Reader), "", "", 0, 0)
+	return a.newAuth(password.NewHasher(password.DefaultParams, 0, rand.Reader), nil, nil)
 }
 
-func (a *App) authWith(hasher *password.Hasher, issuerURL, audience string, refreshTTL, leeway time.Duration) *auth.Service {
+// newAuth builds the flows with the password hasher and the wake-ups of
+// the workers that deliver what the flows queue (nil: nobody to wake).
+func (a *App) newAuth(hasher *password.Hasher, mailQueued, webhookQueued func()) *auth.Service {
+	cfg := a.Cfg
 	return auth.New(auth.Deps{
 		Store:           a.Store,
 		Hasher:          hasher,
 		Policy:          password.DefaultPolicy(),
-		Minter:          token.NewMinter(a.Keys, issuerURL, audience, a.Cfg.AccessTokenTTL, a.now, rand.Reader),
+		Minter:          token.NewMinter(a.Keys, cfg.IssuerURL, cfg.Audience, cfg.AccessTokenTTL, a.now, rand.Reader),
 		SuccessorSecret: a.Sealer.DeriveSecret("refresh-successor"),
 		Logger:          a.Log,
 		Now:             a.now,
 		Rand:            rand.Reader,
 		Sealer:          a.Sealer,
-		MailQueued:      a.MailQueued,
+		MailQueued:      orNoop(mailQueued),
 		WebhookURLs:     a.Guard,
-		WebhookQueued:   a.WebhookQueued,
+		WebhookQueued:   orNoop(webhookQueued),
 		Keys:            a.Keys,
 	}, auth.Config{
-		RefreshTokenTTL: refreshTTL, RefreshReuseLeeway: leeway, SessionMaxLifetime: a.Cfg.SessionMaxLifetime,
-		ResetTokenTTL: a.Cfg.ResetTokenTTL, VerifyTokenTTL: a.Cfg.VerifyTokenTTL, RequireVerifiedEmail: a.Cfg.RequireVerifiedEmail,
-		KeyActivateIn: a.Cfg.ActivateIn,
+		RefreshTokenTTL: cfg.RefreshTokenTTL, RefreshReuseLeeway: cfg.RefreshReuseLeeway, SessionMaxLifetime: cfg.SessionMaxLifetime,
+		ResetTokenTTL: cfg.ResetTokenTTL, VerifyTokenTTL: cfg.VerifyTokenTTL, RequireVerifiedEmail: cfg.RequireVerifiedEmail,
+		KeyActivateIn: cfg.ActivateIn,
 	})
+}
+
+func orNoop(f func()) func() {
+	if f == nil {
+		return func() {}
+	}
+	return f
 }

@@ -12,22 +12,25 @@ import (
 
 	"github.com/palisade-auth/palisade/internal/auth"
 	"github.com/palisade-auth/palisade/internal/clientip"
+	"github.com/palisade-auth/palisade/internal/config"
 	"github.com/palisade-auth/palisade/internal/httpserver"
 	"github.com/palisade-auth/palisade/internal/idempotency"
 	"github.com/palisade-auth/palisade/internal/issuerapi"
+	"github.com/palisade-auth/palisade/internal/mail"
 	"github.com/palisade-auth/palisade/internal/password"
 	"github.com/palisade-auth/palisade/internal/ratelimit"
+	"github.com/palisade-auth/palisade/internal/webhook"
 	"github.com/palisade-auth/palisade/pkg/verify"
 )
 
 // rateLimiter returns the limiter over the configured counter store, and
 // starts sweeping that store's expired counters until ctx ends.
-func (a *App) rateLimiter(ctx context.Context, reg prometheus.Registerer) (*ratelimit.Limiter, error) {
+func (a *App) rateLimiter(ctx context.Context, cfg config.Issuer, reg prometheus.Registerer) (*ratelimit.Limiter, error) {
 	var st ratelimit.Store = ratelimit.NewMemory()
-	if a.Cfg.SharedRateLimits() {
+	if cfg.SharedRateLimits() {
 		st = a.Store
 	}
-	l, err := ratelimit.New(st, a.Cfg.RateLimits, a.now, a.Log, reg)
+	l, err := ratelimit.New(st, cfg.Overrides, a.now, a.Log, reg)
 	if err != nil {
 		return nil, err
 	}
@@ -42,27 +45,9 @@ func (a *App) Serve(ctx context.Context) error {
 	if err := a.Keys.EnsureKey(ctx); err != nil {
 		return err
 	}
-	ips, err := clientip.New(cfg.TrustedProxies)
-	if err != nil {
-		return err
-	}
-	verifier, err := verify.New(a.Keys, verify.Config{
-		Issuer: cfg.IssuerURL, Audience: cfg.Audience, Algorithms: []string{"RS256"}, ClockSkew: cfg.ClockSkew, Now: a.now,
-	})
-	if err != nil {
-		return err
-	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	hasher := password.NewHasher(password.DefaultParams, cfg.HashConcurrency, rand.Reader)
-	hasher.SetMaxWaiting(cfg.HashQueue)
-	reg.MustRegister(
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "issuer_password_hashes_total", Help: "Password hash computations run (hashes and verifications)."},
-			func() float64 { return float64(hasher.Computed()) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "issuer_password_hashes_waiting", Help: "Requests waiting for a password-hashing slot."},
-			func() float64 { return float64(hasher.Waiting()) }),
-	)
-	limiter, err := a.rateLimiter(ctx, reg)
+	limiter, err := a.rateLimiter(ctx, cfg, reg)
 	if err != nil {
 		return err
 	}
@@ -74,16 +59,51 @@ func (a *App) Serve(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// Set before the flows are built: they keep the hooks they are given.
-	a.MailQueued = mailer.Wake
-	a.WebhookQueued = hooks.Wake
-	svc := a.authWith(hasher, cfg.IssuerURL, cfg.Audience, cfg.RefreshTokenTTL, cfg.RefreshReuseLeeway)
+	svc := a.newAuth(a.hasher(cfg.Passwords, reg), mailer.Wake, hooks.Wake)
+	api, err := a.api(ctx, svc, limiter)
+	if err != nil {
+		return err
+	}
+	servers, err := a.listen(cfg.HTTP, api.Handler(httpserver.NewMetrics(reg, "issuer")), reg)
+	if err != nil {
+		return err
+	}
+	return a.run(ctx, servers, svc, mailer, hooks)
+}
+
+// hasher is the password hasher with its bounds, and its metrics.
+func (a *App) hasher(cfg config.Passwords, reg prometheus.Registerer) *password.Hasher {
+	hasher := password.NewHasher(password.DefaultParams, cfg.HashConcurrency, rand.Reader)
+	hasher.SetMaxWaiting(cfg.HashQueue)
+	reg.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "issuer_password_hashes_total", Help: "Password hash computations run (hashes and verifications)."},
+			func() float64 { return float64(hasher.Computed()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "issuer_password_hashes_waiting", Help: "Requests waiting for a password-hashing slot."},
+			func() float64 { return float64(hasher.Waiting()) }),
+	)
+	return hasher
+}
+
+// api builds the API over the flows, with the revocation feed's pruner
+// running until ctx ends.
+func (a *App) api(ctx context.Context, svc *auth.Service, limiter *ratelimit.Limiter) (*issuerapi.API, error) {
+	cfg := a.Cfg
+	ips, err := clientip.New(cfg.TrustedProxies)
+	if err != nil {
+		return nil, err
+	}
+	verifier, err := verify.New(a.Keys, verify.Config{
+		Issuer: cfg.IssuerURL, Audience: cfg.Audience, Algorithms: []string{"RS256"}, ClockSkew: cfg.ClockSkew, Now: a.now,
+	})
+	if err != nil {
+		return nil, err
+	}
 	// The revocation feed keeps an entry for as long as a verifier allowing
 	// --clock-skew may accept a token issued before it; the entries past
 	// that are pruned every minute until ctx ends.
 	feed := auth.NewRevocationFeed(a.Store, cfg.AccessTokenTTL, cfg.ClockSkew, a.now, a.Log)
 	go feed.RunPruner(ctx, time.Minute)
-	api := issuerapi.New(issuerapi.Deps{
+	return issuerapi.New(issuerapi.Deps{
 		Auth:        svc,
 		Keys:        a.Keys,
 		Verifier:    verifier,
@@ -93,50 +113,44 @@ func (a *App) Serve(ctx context.Context) error {
 		Limiter:     limiter,
 		Logger:      a.Log,
 		Revocations: feed,
-	}, issuerapi.Config{IssuerURL: cfg.IssuerURL, JWKSMaxAge: cfg.JWKSMaxAge, MaxBodyBytes: cfg.MaxBodyBytes, Deprecations: cfg.Deprecations(), BrowserOrigins: cfg.BrowserOrigins, Demo: cfg.Demo})
+	}, issuerapi.Config{IssuerURL: cfg.IssuerURL, JWKSMaxAge: cfg.JWKSMaxAge, MaxBodyBytes: cfg.MaxBodyBytes, Deprecations: cfg.Deprecations(), BrowserOrigins: cfg.BrowserOrigins, Demo: cfg.Demo}), nil
+}
 
+// listen opens the API listener and the admin one (metrics, health).
+func (a *App) listen(cfg config.HTTP, api http.Handler, reg *prometheus.Registry) ([]*httpserver.Server, error) {
 	// Bodies are at most --max-body-bytes: the whole of one must arrive
 	// within --read-body-timeout.
 	timeouts := httpserver.Options{ReadHeaderTimeout: cfg.ReadHeaderTimeout, BodyTimeout: cfg.ReadBodyTimeout}
-	main := httpserver.New("api", a.Log, api.Handler(httpserver.NewMetrics(reg, "issuer")), timeouts)
+	main := httpserver.New("api", a.Log, api, timeouts)
 	admin := http.NewServeMux()
 	admin.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	admin.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	adminSrv := httpserver.New("admin", a.Log, admin, timeouts)
 	if err := main.Listen(cfg.Listen); err != nil {
-		return err
+		return nil, err
 	}
 	if err := adminSrv.Listen(cfg.AdminListen); err != nil {
-		return err
+		return nil, err
 	}
+	return []*httpserver.Server{main, adminSrv}, nil
+}
 
-	// Shutdown order: the listeners finish their requests; then the work
-	// those requests left running in the background (a forgot-password
-	// lookup, already answered 202) commits, so its mail is in the queue
-	// before the database closes; then the mail worker stops, letting a
-	// delivery in flight finish and be recorded. The webhook dispatcher
-	// stops alongside it: deliveries in flight finish within its grace or
-	// are given back untried. Whatever is still queued stays in the
-	// database for the next start or another replica.
-	mailCtx, stopMail := context.WithCancel(context.WithoutCancel(ctx))
-	mailDone := make(chan struct{})
-	go func() {
-		defer close(mailDone)
-		mailer.Run(mailCtx)
-	}()
-	hooksCtx, stopHooks := context.WithCancel(context.WithoutCancel(ctx))
-	hooksDone := make(chan struct{})
-	go func() {
-		defer close(hooksDone)
-		hooks.Run(hooksCtx)
-	}()
-	keysCtx, stopKeys := context.WithCancel(ctx)
-	keysDone := make(chan struct{})
-	go func() {
-		defer close(keysDone)
-		a.runKeySchedule(keysCtx, svc)
-	}()
-	err = httpserver.Run(ctx, main, adminSrv)
+// run serves until ctx ends, with the workers and the key schedule beside
+// the listeners.
+//
+// Shutdown order: the listeners finish their requests; then the work those
+// requests left running in the background (a forgot-password lookup,
+// already answered 202) commits, so its mail is in the queue before the
+// database closes; then the mail worker stops, letting a delivery in flight
+// finish and be recorded. The webhook dispatcher stops alongside it:
+// deliveries in flight finish within its grace or are given back untried.
+// Whatever is still queued stays in the database for the next start or
+// another replica.
+func (a *App) run(ctx context.Context, servers []*httpserver.Server, svc *auth.Service, mailer *mail.Worker, hooks *webhook.Dispatcher) error {
+	stopMail, mailDone := goUntil(context.WithoutCancel(ctx), mailer.Run)
+	stopHooks, hooksDone := goUntil(context.WithoutCancel(ctx), hooks.Run)
+	stopKeys, keysDone := goUntil(ctx, func(ctx context.Context) { a.runKeySchedule(ctx, svc) })
+	err := httpserver.Run(ctx, servers...)
 	stopKeys()
 	<-keysDone
 	svc.Wait()
@@ -145,4 +159,16 @@ func (a *App) Serve(ctx context.Context) error {
 	<-mailDone
 	<-hooksDone
 	return err
+}
+
+// goUntil runs fn in a goroutine with a context derived from parent; stop
+// cancels that context, and done closes when fn has returned.
+func goUntil(parent context.Context, fn func(context.Context)) (stop context.CancelFunc, done <-chan struct{}) {
+	ctx, cancel := context.WithCancel(parent)
+	ch := make(chan struct{})
+	go func() {
+		defer close(ch)
+		fn(ctx)
+	}()
+	return cancel, ch
 }

@@ -108,10 +108,10 @@ func Open(ctx context.Context, url string) (*Store, error) {
 
 // parseURL maps the operator's database URL to a driver and its DSN.
 func parseURL(url string) (dialect, driver, dsn string, err error) {
-	switch {
-	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
+	switch store.DialectOf(url) {
+	case store.Postgres:
 		return Postgres, "postgres", withConnectTimeout(withBinaryParameters(url)), nil
-	case strings.HasPrefix(url, "sqlite:"):
+	case store.SQLite:
 		path := sqlitePath(url)
 		if path == "" || strings.Contains(path, "?") || path == ":memory:" {
 			return "", "", "", fmt.Errorf("sqlstore: %q: want sqlite:PATH to a file", url)
@@ -124,7 +124,7 @@ func parseURL(url string) (dialect, driver, dsn string, err error) {
 			"&_pragma=synchronous(NORMAL)&_txlock=immediate&_time_format=sqlite"
 		return SQLite, "sqlite", "file:" + path + "?" + q, nil
 	}
-	return "", "", "", errors.New("sqlstore: database URL must start with postgres:// or sqlite:")
+	return "", "", "", fmt.Errorf("sqlstore: database URL must start with %s", store.URLSchemes)
 }
 
 // withBinaryParameters turns on lib/pq's binary_parameters unless the

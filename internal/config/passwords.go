@@ -1,0 +1,27 @@
+package config
+
+import "github.com/spf13/pflag"
+
+// Passwords is how much password hashing the issuer does at once.
+type Passwords struct {
+	HashConcurrency int
+	HashQueue       int
+}
+
+// Flags registers the password-hashing flags.
+func (pw *Passwords) Flags(fs *pflag.FlagSet) {
+	fs.IntVar(&pw.HashConcurrency, "hash-concurrency", 0, "password hashes computed at once (0 = number of CPUs); bounds memory under a login flood")
+	fs.IntVar(&pw.HashQueue, "hash-queue", 64, "password hashes that may wait for a free slot; beyond that login, register and password changes answer 503 with Retry-After at once (0 = wait without bound)")
+}
+
+// Validate checks the part.
+func (pw *Passwords) Validate() error {
+	var p problems
+	if pw.HashConcurrency < 0 {
+		p.addf("--hash-concurrency must not be negative")
+	}
+	if pw.HashQueue < 0 {
+		p.addf("--hash-queue must not be negative")
+	}
+	return p.err()
+}

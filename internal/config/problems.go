@@ -1,0 +1,20 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+)
+
+// problems collects a part's validation failures, so that a command reports
+// every problem at once.
+type problems []error
+
+func (p *problems) addf(format string, args ...any) { *p = append(*p, fmt.Errorf(format, args...)) }
+
+func (p *problems) add(err error) {
+	if err != nil {
+		*p = append(*p, err)
+	}
+}
+
+func (p problems) err() error { return errors.Join(p...) }
