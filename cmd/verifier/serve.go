@@ -20,8 +20,13 @@ func newServeCmd() *cobra.Command {
 			if err := cfg.ValidateServe(); err != nil {
 				return err
 			}
+			setMemoryLimit()
 			level, _ := config.ParseLogLevel(cfg.LogLevel)
-			return verifierapp.Serve(cmd.Context(), cfg, httpserver.NewLogger(os.Stdout, level))
+			// The access log stays on without a write per request; Close
+			// writes out what is queued once serving has stopped.
+			out := httpserver.NewLogWriter(os.Stdout, httpserver.LogFlushInterval)
+			defer out.Close()
+			return verifierapp.Serve(cmd.Context(), cfg, httpserver.NewLogger(out, level))
 		},
 	}
 	cfg.ServeFlags(cmd.Flags())
