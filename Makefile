@@ -4,7 +4,7 @@ BIN     := bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 
-.PHONY: all build run test test-short bench fuzz vet fmt clean
+.PHONY: all build run test test-short bench bench-proxy fuzz vet fmt clean
 
 all: build
 
@@ -24,6 +24,13 @@ test: vet
 ## bench: Go benchmarks (ops/s reported per benchmark); PostgreSQL ones need the server
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 2s -timeout 30m ./...
+	@echo "make bench: the verifier binary against a bare reverse proxy under wrk is measured apart: make bench-proxy"
+
+## bench-proxy: the verifier binary's proxy mode against a bare Go reverse proxy under wrk
+## (alternating rounds; req/s medians, ratio, CPU us/request, peak RSS). Needs wrk: installed
+## with apt-get when run as root, otherwise the target says SKIPPED and fails.
+bench-proxy:
+	./scripts/bench-proxy.sh
 
 ## fuzz: run each fuzz target for FUZZTIME (default 30s)
 FUZZTIME ?= 30s
