@@ -21,7 +21,11 @@ func newServeCmd() *cobra.Command {
 				return err
 			}
 			level, _ := config.ParseLogLevel(cfg.LogLevel)
-			log := httpserver.NewLogger(os.Stdout, level)
+			// The access log stays on without a write per request; Close
+			// writes out what is queued once serving has stopped.
+			out := httpserver.NewLogWriter(os.Stdout, httpserver.LogFlushInterval)
+			defer out.Close()
+			log := httpserver.NewLogger(out, level)
 			app, err := issuerapp.Open(cmd.Context(), cfg, log, !cfg.NoMigrate)
 			if err != nil {
 				return err
