@@ -2,10 +2,12 @@ package config
 
 import (
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 
 	"github.com/palisade-auth/palisade/internal/ratelimit"
+	"github.com/palisade-auth/palisade/internal/ratelimit/redisstore"
 )
 
 // Rate-limit stores.
@@ -19,12 +21,15 @@ type RateLimits struct {
 	// Overrides are --rate-limit's NAME=COUNT/PERIOD values.
 	Overrides      []string
 	RateLimitStore string
+	// RateLimitStoreTimeout bounds every call to a Redis store.
+	RateLimitStoreTimeout time.Duration
 }
 
 // Flags registers the rate-limit flags.
 func (r *RateLimits) Flags(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&r.Overrides, "rate-limit", nil, "override a rate limit, NAME=COUNT/PERIOD (repeatable; names: "+strings.Join(ratelimit.Names(), ", ")+")")
-	fs.StringVar(&r.RateLimitStore, "rate-limit-store", "", "where rate-limit counters live: database (shared by every instance) or memory (this process only); default database on PostgreSQL, memory on SQLite")
+	fs.StringVar(&r.RateLimitStore, "rate-limit-store", "", "where rate-limit counters live: database (shared by every instance), memory (this process only) or redis://[user:pass@]host:port[/db] (rediss:// for TLS; shared by every instance, off the database); default database on PostgreSQL, memory on SQLite")
+	fs.DurationVar(&r.RateLimitStoreTimeout, "rate-limit-store-timeout", 200*time.Millisecond, "longest a request waits on a Redis rate-limit store per call; then the limit's failure policy applies")
 }
 
 // Validate checks the part.
@@ -35,10 +40,18 @@ func (r *RateLimits) Validate() error {
 			p.addf("--rate-limit: %v", err)
 		}
 	}
-	switch r.RateLimitStore {
-	case "", RateLimitStoreDatabase, RateLimitStoreMemory:
+	switch {
+	case r.RateLimitStore == "", r.RateLimitStore == RateLimitStoreDatabase, r.RateLimitStore == RateLimitStoreMemory:
+	case redisstore.IsURL(r.RateLimitStore):
+		// Never echo the URL: it may carry the Redis password.
+		if _, _, err := redisstore.Options(r.RateLimitStore, r.RateLimitStoreTimeout); err != nil {
+			p.addf("--rate-limit-store: %v", err)
+		}
 	default:
-		p.addf("--rate-limit-store must be database or memory, got %q", r.RateLimitStore)
+		p.addf("--rate-limit-store must be database, memory or a redis:// or rediss:// URL, got %q", redisstore.Redact(r.RateLimitStore))
+	}
+	if r.RateLimitStoreTimeout < time.Millisecond || r.RateLimitStoreTimeout > 10*time.Second {
+		p.addf("--rate-limit-store-timeout must be from 1ms to 10s, got %s", r.RateLimitStoreTimeout)
 	}
 	return p.err()
 }

@@ -103,11 +103,11 @@ func TestOpenAPIDocumentsRateLimits(t *testing.T) {
 	}
 }
 
-// peekFails is a counter store whose reads fail while its takes work.
+// peekFails is a counter store whose mark reads fail while its takes work.
 type peekFails struct{ *ratelimit.Memory }
 
-func (peekFails) PeekRateLimit(context.Context, string) (int64, error) {
-	return 0, errors.New("connection refused")
+func (peekFails) Marked(context.Context, string, time.Time) (bool, error) {
+	return false, errors.New("connection refused")
 }
 
 // limitedAPI returns an API whose limiter keeps its counters in st, at a

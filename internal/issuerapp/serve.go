@@ -19,6 +19,7 @@ import (
 	"github.com/palisade-auth/palisade/internal/mail"
 	"github.com/palisade-auth/palisade/internal/password"
 	"github.com/palisade-auth/palisade/internal/ratelimit"
+	"github.com/palisade-auth/palisade/internal/ratelimit/redisstore"
 	"github.com/palisade-auth/palisade/internal/webhook"
 	"github.com/palisade-auth/palisade/pkg/verify"
 )
@@ -27,14 +28,24 @@ import (
 // starts sweeping that store's expired counters until ctx ends.
 func (a *App) rateLimiter(ctx context.Context, cfg config.Issuer, reg prometheus.Registerer) (*ratelimit.Limiter, error) {
 	var st ratelimit.Store = ratelimit.NewMemory()
-	if cfg.SharedRateLimits() {
-		st = a.Store
+	switch {
+	case redisstore.IsURL(cfg.RateLimitStore):
+		rs, err := redisstore.Open(cfg.RateLimitStore, cfg.RateLimitStoreTimeout)
+		if err != nil {
+			return nil, err
+		}
+		a.Log.InfoContext(ctx, "rate-limit counters in Redis", "url", redisstore.Redact(cfg.RateLimitStore), "timeout", cfg.RateLimitStoreTimeout)
+		st = rs
+	case cfg.SharedRateLimits():
+		st = ratelimit.NewGCRA(a.Store)
 	}
 	l, err := ratelimit.New(st, cfg.Overrides, a.now, a.Log, reg)
 	if err != nil {
 		return nil, err
 	}
-	go ratelimit.Sweep(ctx, st, time.Minute, a.now, a.Log)
+	if sw, ok := st.(ratelimit.Sweeper); ok {
+		go ratelimit.Sweep(ctx, sw, time.Minute, a.now, a.Log)
+	}
 	return l, nil
 }
 

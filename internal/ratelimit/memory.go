@@ -7,9 +7,15 @@ import (
 )
 
 // Memory is an in-process Store, for the single-instance embedded default:
-// its counters are not shared with other processes. Keys are spread over
-// shards so concurrent checks of different keys rarely contend.
-type Memory struct {
+// its counters are not shared with other processes.
+type Memory struct{ *GCRA }
+
+// NewMemory returns an empty in-process store.
+func NewMemory() *Memory { return &Memory{NewGCRA(newMemoryTable())} }
+
+// memoryTable is an in-process TATStore. Keys are spread over shards so
+// concurrent checks of different keys rarely contend.
+type memoryTable struct {
 	seed   maphash.Seed
 	shards [32]memoryShard
 }
@@ -19,23 +25,25 @@ type memoryShard struct {
 	tat map[string]int64
 }
 
-var _ Store = (*Memory)(nil)
+var (
+	_ Store    = (*Memory)(nil)
+	_ TATStore = (*memoryTable)(nil)
+)
 
-// NewMemory returns an empty in-process store.
-func NewMemory() *Memory {
-	m := &Memory{seed: maphash.MakeSeed()}
+func newMemoryTable() *memoryTable {
+	m := &memoryTable{seed: maphash.MakeSeed()}
 	for i := range m.shards {
 		m.shards[i].tat = map[string]int64{}
 	}
 	return m
 }
 
-func (m *Memory) shard(key string) *memoryShard {
+func (m *memoryTable) shard(key string) *memoryShard {
 	return &m.shards[maphash.String(m.seed, key)%uint64(len(m.shards))]
 }
 
-// TakeRateLimit implements Store.
-func (m *Memory) TakeRateLimit(_ context.Context, key string, now, interval, period int64) (int64, bool, error) {
+// TakeRateLimit implements TATStore.
+func (m *memoryTable) TakeRateLimit(_ context.Context, key string, now, interval, period int64) (int64, bool, error) {
 	s := m.shard(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -51,8 +59,8 @@ func (m *Memory) TakeRateLimit(_ context.Context, key string, now, interval, per
 	return tat + interval, true, nil
 }
 
-// SweepRateLimits implements Store.
-func (m *Memory) SweepRateLimits(_ context.Context, now int64) (int64, error) {
+// SweepRateLimits implements TATStore.
+func (m *memoryTable) SweepRateLimits(_ context.Context, now int64) (int64, error) {
 	var n int64
 	for i := range m.shards {
 		s := &m.shards[i]
@@ -68,8 +76,8 @@ func (m *Memory) SweepRateLimits(_ context.Context, now int64) (int64, error) {
 	return n, nil
 }
 
-// ResetRateLimit implements Store.
-func (m *Memory) ResetRateLimit(_ context.Context, key string) error {
+// ResetRateLimit implements TATStore.
+func (m *memoryTable) ResetRateLimit(_ context.Context, key string) error {
 	s := m.shard(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -77,8 +85,8 @@ func (m *Memory) ResetRateLimit(_ context.Context, key string) error {
 	return nil
 }
 
-// PeekRateLimit implements Store.
-func (m *Memory) PeekRateLimit(_ context.Context, key string) (int64, error) {
+// PeekRateLimit implements TATStore.
+func (m *memoryTable) PeekRateLimit(_ context.Context, key string) (int64, error) {
 	s := m.shard(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()

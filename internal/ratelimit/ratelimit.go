@@ -182,23 +182,40 @@ func ParseOverride(s string) (string, Limit, error) {
 	return name, Limit{Count: n, Period: d}, nil
 }
 
-// Store keeps the GCRA state, one TAT per key, shared by whoever uses the
-// same store.
+// Store keeps the limits' counters and the marks, shared by whoever uses
+// the same store: in this process ([Memory]), in the database (a [TATStore]
+// behind [NewGCRA]) or in Redis (package redisstore).
 type Store interface {
-	// TakeRateLimit atomically does one GCRA step for key at now (Unix
-	// microseconds): with tat = max(stored TAT, now), when tat + interval -
-	// now <= period it stores tat + interval and reports allowed; otherwise
-	// it changes nothing. It returns the TAT stored after the call.
-	TakeRateLimit(ctx context.Context, key string, now, interval, period int64) (tat int64, allowed bool, err error)
-	// SweepRateLimits forgets every key whose TAT is before now (Unix
-	// microseconds): such a key is as good as new.
-	SweepRateLimits(ctx context.Context, now int64) (int64, error)
-	// ResetRateLimit forgets key, whatever its TAT: its next take finds the
-	// whole quota. Forgetting an absent key is not an error.
-	ResetRateLimit(ctx context.Context, key string) error
-	// PeekRateLimit returns key's stored TAT without changing it, 0 when
-	// the key is absent.
-	PeekRateLimit(ctx context.Context, key string) (int64, error)
+	Counters
+	Marks
+}
+
+// Counters does GCRA steps.
+type Counters interface {
+	// Take atomically does one GCRA step of l for key: it counts one request
+	// and reports whether it fits. A refused request changes nothing. now is
+	// the caller's clock; a store that keeps one clock for every replica
+	// (Redis: the server's) uses that one instead.
+	Take(ctx context.Context, key string, l Limit, now time.Time) (Result, error)
+	// Reset forgets key, counter or mark: its next take finds the whole
+	// quota. Forgetting an absent key is not an error.
+	Reset(ctx context.Context, key string) error
+}
+
+// Marks remembers keys for a while (see [Limiter.Remember]).
+type Marks interface {
+	// Mark marks key for at least ttl from now.
+	Mark(ctx context.Context, key string, now time.Time, ttl time.Duration) error
+	// Marked reports whether key is marked at now.
+	Marked(ctx context.Context, key string, now time.Time) (bool, error)
+}
+
+// Result is what one Take reports.
+type Result struct {
+	Allowed    bool
+	Remaining  int           // requests that would still pass right now
+	RetryAfter time.Duration // when refused: how long until one request passes
+	ResetAfter time.Duration // how long until the whole quota is available again
 }
 
 // Decision is the outcome of one check.
@@ -274,10 +291,7 @@ func (l *Limiter) Allow(ctx context.Context, name, subject string) (Decision, er
 		return Decision{}, fmt.Errorf("ratelimit: unknown limit %q", name)
 	}
 	now := l.now()
-	nowUS := now.UnixMicro()
-	interval := spec.interval().Microseconds()
-	period := spec.Period.Microseconds()
-	tat, allowed, err := l.store.TakeRateLimit(ctx, key(name, subject), nowUS, interval, period)
+	r, err := l.store.Take(ctx, key(name, subject), spec.Limit, now)
 	if err != nil {
 		l.log.ErrorContext(ctx, "rate limit store failed", "limit", name, "fail", spec.OnStoreError.String(), "err", err)
 		l.failures.WithLabelValues(name, spec.OnStoreError.String()).Inc()
@@ -286,7 +300,10 @@ func (l *Limiter) Allow(ctx context.Context, name, subject string) (Decision, er
 		}
 		return Decision{Allowed: true, Limit: spec.Count, Remaining: spec.Count, ResetAt: now}, nil
 	}
-	d := decide(spec.Limit, nowUS, interval, period, tat, allowed)
+	d := Decision{Allowed: r.Allowed, Limit: spec.Count, Remaining: r.Remaining, ResetAt: now.Add(r.ResetAfter)}
+	if !r.Allowed {
+		d.Remaining, d.RetryAfter = 0, r.RetryAfter
+	}
 	outcome := "allowed"
 	if !d.Allowed {
 		outcome = "limited"
@@ -301,23 +318,19 @@ func (l *Limiter) Reset(ctx context.Context, name, subject string) error {
 	if _, ok := l.specs[name]; !ok && name != KnownLoginClient {
 		return fmt.Errorf("ratelimit: unknown limit %q", name)
 	}
-	if err := l.store.ResetRateLimit(ctx, key(name, subject)); err != nil {
+	if err := l.store.Reset(ctx, key(name, subject)); err != nil {
 		return fmt.Errorf("ratelimit: reset %s: %w", name, err)
 	}
 	return nil
 }
 
 // Remember marks subject under the named mark for at least RememberFor
-// from now. The mark is a key whose TAT is in the future: a GCRA take with
-// interval RememberFor and period twice that moves it to at least
-// now+RememberFor (at most now+2*RememberFor), and the sweeper forgets it
-// once it has passed.
+// from now.
 func (l *Limiter) Remember(ctx context.Context, mark, subject string) error {
 	if mark != KnownLoginClient {
 		return fmt.Errorf("ratelimit: unknown mark %q", mark)
 	}
-	w := RememberFor.Microseconds()
-	if _, _, err := l.store.TakeRateLimit(ctx, key(mark, subject), l.now().UnixMicro(), w, 2*w); err != nil {
+	if err := l.store.Mark(ctx, key(mark, subject), l.now(), RememberFor); err != nil {
 		return fmt.Errorf("ratelimit: remember %s: %w", mark, err)
 	}
 	return nil
@@ -328,24 +341,11 @@ func (l *Limiter) Remembered(ctx context.Context, mark, subject string) (bool, e
 	if mark != KnownLoginClient {
 		return false, fmt.Errorf("ratelimit: unknown mark %q", mark)
 	}
-	tat, err := l.store.PeekRateLimit(ctx, key(mark, subject))
+	ok, err := l.store.Marked(ctx, key(mark, subject), l.now())
 	if err != nil {
 		return false, fmt.Errorf("%w: %w", ErrStore, err)
 	}
-	return tat > l.now().UnixMicro(), nil
-}
-
-// decide turns the stored TAT into what the client is told.
-func decide(l Limit, now, interval, period, tat int64, allowed bool) Decision {
-	d := Decision{Allowed: allowed, Limit: l.Count, ResetAt: time.UnixMicro(max(tat, now))}
-	if allowed {
-		// Room left in the period beyond the TAT, in whole requests.
-		d.Remaining = int(min(int64(l.Count), max(0, (period-(tat-now))/interval)))
-		return d
-	}
-	// The next request fits once tat + interval - t <= period.
-	d.RetryAfter = time.Duration(tat+interval-period-now) * time.Microsecond
-	return d
+	return ok, nil
 }
 
 // key names a subject's counter. Subjects are hashed so that the counter
@@ -362,8 +362,15 @@ func Seconds(d time.Duration) int64 {
 	return max(s, 1)
 }
 
+// Sweeper is a store whose expired counters must be deleted: one that,
+// unlike Redis, does not expire keys itself.
+type Sweeper interface {
+	// Sweep forgets every counter and mark that has expired at now.
+	Sweep(ctx context.Context, now time.Time) (int64, error)
+}
+
 // Sweep forgets expired counters every interval until ctx ends.
-func Sweep(ctx context.Context, st Store, every time.Duration, now func() time.Time, log *slog.Logger) {
+func Sweep(ctx context.Context, st Sweeper, every time.Duration, now func() time.Time, log *slog.Logger) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -371,7 +378,7 @@ func Sweep(ctx context.Context, st Store, every time.Duration, now func() time.T
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if n, err := st.SweepRateLimits(ctx, now().UnixMicro()); err != nil {
+			if n, err := st.Sweep(ctx, now()); err != nil {
 				if ctx.Err() == nil {
 					log.WarnContext(ctx, "rate limit sweep failed", "err", err)
 				}

@@ -118,17 +118,17 @@ func TestDecisions(t *testing.T) {
 // brokenStore is a store whose database is gone.
 type brokenStore struct{}
 
-func (brokenStore) TakeRateLimit(context.Context, string, int64, int64, int64) (int64, bool, error) {
-	return 0, false, errors.New("connection refused")
+func (brokenStore) Take(context.Context, string, ratelimit.Limit, time.Time) (ratelimit.Result, error) {
+	return ratelimit.Result{}, errors.New("connection refused")
 }
-func (brokenStore) SweepRateLimits(context.Context, int64) (int64, error) {
-	return 0, errors.New("connection refused")
-}
-func (brokenStore) ResetRateLimit(context.Context, string) error {
+func (brokenStore) Reset(context.Context, string) error {
 	return errors.New("connection refused")
 }
-func (brokenStore) PeekRateLimit(context.Context, string) (int64, error) {
-	return 0, errors.New("connection refused")
+func (brokenStore) Mark(context.Context, string, time.Time, time.Duration) error {
+	return errors.New("connection refused")
+}
+func (brokenStore) Marked(context.Context, string, time.Time) (bool, error) {
+	return false, errors.New("connection refused")
 }
 
 func TestStoreFailurePolicy(t *testing.T) {

@@ -1,5 +1,10 @@
 // Package ratelimittest owns the conformance suite every ratelimit.Store
-// passes: the in-process one and the database one alike.
+// passes: the in-process one, the database one and the Redis one alike.
+//
+// The suite runs on the real clock, since a store may keep its own (Redis
+// uses the server's): quotas are long enough that the time a test takes
+// cannot refill them, and what needs time to pass waits for the state it
+// expects, with a deadline.
 package ratelimittest
 
 import (
@@ -19,75 +24,80 @@ func RunTests(t *testing.T, newStore func(t *testing.T) ratelimit.Store) {
 	t.Run("refills one interval at a time", func(t *testing.T) { refill(t, newStore(t)) })
 	t.Run("keys are independent", func(t *testing.T) { independent(t, newStore(t)) })
 	t.Run("concurrent takes allow exactly the count", func(t *testing.T) { concurrent(t, newStore(t)) })
-	t.Run("sweep forgets only expired keys", func(t *testing.T) { sweep(t, newStore(t)) })
 	t.Run("reset forgets one key", func(t *testing.T) { reset(t, newStore(t)) })
-	t.Run("peek reads without taking", func(t *testing.T) { peek(t, newStore(t)) })
+	t.Run("marks last their time", func(t *testing.T) { marks(t, newStore(t)) })
+	t.Run("sweep forgets only expired keys", func(t *testing.T) { sweep(t, newStore(t)) })
 }
 
-const (
-	second   = int64(time.Second / time.Microsecond)
-	t0       = int64(1_900_000_000) * second
-	period   = 60 * second
-	count    = 5
-	interval = period / count
-)
+// slow is a limit no test outlasts: one request per 20 s.
+var slow = ratelimit.Limit{Count: 5, Period: 100 * time.Second}
 
-func take(t *testing.T, st ratelimit.Store, key string, now int64) (int64, bool) {
+func take(t *testing.T, st ratelimit.Store, key string, l ratelimit.Limit) ratelimit.Result {
 	t.Helper()
-	tat, ok, err := st.TakeRateLimit(context.Background(), key, now, interval, period)
+	r, err := st.Take(context.Background(), key, l, time.Now())
 	if err != nil {
-		t.Fatalf("TakeRateLimit(%s, %d): %v", key, now, err)
+		t.Fatalf("Take(%s, %v): %v", key, l, err)
 	}
-	return tat, ok
+	return r
+}
+
+// within reports whether got is in (want-slack, want]: a duration the store
+// computed a little after the test's reference point.
+func within(got, want, slack time.Duration) bool { return got <= want && got > want-slack }
+
+// eventually calls ok until it is true or 10 s have passed.
+func eventually(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not after 10s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func burst(t *testing.T, st ratelimit.Store) {
-	for i := 1; i <= count; i++ {
-		tat, ok := take(t, st, "burst", t0)
-		if !ok || tat != t0+int64(i)*interval {
-			t.Fatalf("take %d = (%d, %v), want (%d, true)", i, tat, ok, t0+int64(i)*interval)
+	interval := slow.Period / time.Duration(slow.Count)
+	for i := 1; i <= slow.Count; i++ {
+		r := take(t, st, "burst", slow)
+		if !r.Allowed || r.Remaining != slow.Count-i || !within(r.ResetAfter, time.Duration(i)*interval, 5*time.Second) {
+			t.Fatalf("Take #%d = %+v, want allowed, %d remaining, reset after %v", i, r, slow.Count-i, time.Duration(i)*interval)
 		}
 	}
-	// Refused: nothing changes, the stored TAT is reported.
+	// Refused: nothing changes, so every refusal reports the same state.
 	for i := 0; i < 3; i++ {
-		tat, ok := take(t, st, "burst", t0+second)
-		if ok || tat != t0+count*interval {
-			t.Fatalf("take over the limit = (%d, %v), want (%d, false)", tat, ok, t0+count*interval)
+		r := take(t, st, "burst", slow)
+		if r.Allowed || r.Remaining != 0 || !within(r.RetryAfter, interval, 5*time.Second) || !within(r.ResetAfter, slow.Period, 5*time.Second) {
+			t.Fatalf("Take over the limit = %+v, want refused, retry after %v, reset after %v", r, interval, slow.Period)
 		}
 	}
 }
 
 func refill(t *testing.T, st ratelimit.Store) {
-	for i := 0; i < count; i++ {
-		take(t, st, "refill", t0)
+	// One request per second; the burst is two.
+	l := ratelimit.Limit{Count: 2, Period: 2 * time.Second}
+	take(t, st, "refill", l)
+	take(t, st, "refill", l)
+	if r := take(t, st, "refill", l); r.Allowed || r.RetryAfter <= 0 || r.RetryAfter > time.Second {
+		t.Fatalf("Take over the limit = %+v, want refused, retry after (0, 1s]", r)
 	}
-	// One interval later exactly one more request fits.
-	if _, ok := take(t, st, "refill", t0+interval-1); ok {
-		t.Fatalf("take just before one interval passed = allowed, want refused")
-	}
-	if _, ok := take(t, st, "refill", t0+interval); !ok {
-		t.Fatalf("take after one interval = refused, want allowed")
-	}
-	if _, ok := take(t, st, "refill", t0+interval); ok {
-		t.Fatalf("second take after one interval = allowed, want refused")
-	}
-	// A whole idle period later the full burst is back.
-	later := t0 + 3*period
-	for i := 0; i < count; i++ {
-		if _, ok := take(t, st, "refill", later); !ok {
-			t.Fatalf("take %d after idling = refused, want allowed", i)
-		}
+	// Refusals take nothing: once an interval has passed exactly one more
+	// request fits.
+	eventually(t, "a take allowed after the burst", func() bool { return take(t, st, "refill", l).Allowed })
+	if r := take(t, st, "refill", l); r.Allowed {
+		t.Fatalf("second take after one interval = %+v, want refused", r)
 	}
 }
 
 func independent(t *testing.T, st ratelimit.Store) {
-	for i := 0; i < count; i++ {
-		take(t, st, "a", t0)
+	for i := 0; i < slow.Count; i++ {
+		take(t, st, "a", slow)
 	}
-	if _, ok := take(t, st, "a", t0); ok {
+	if take(t, st, "a", slow).Allowed {
 		t.Fatalf("key a over its limit allowed")
 	}
-	if _, ok := take(t, st, "b", t0); !ok {
+	if !take(t, st, "b", slow).Allowed {
 		t.Fatalf("key b refused because of key a")
 	}
 }
@@ -104,13 +114,13 @@ func concurrent(t *testing.T, st ratelimit.Store) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, ok, err := st.TakeRateLimit(context.Background(), "race", t0, interval, period)
+			r, err := st.Take(context.Background(), "race", slow, time.Now())
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
 				errs = append(errs, err)
 			}
-			if ok {
+			if r.Allowed {
 				allowed++
 			}
 		}()
@@ -119,79 +129,95 @@ func concurrent(t *testing.T, st ratelimit.Store) {
 	if len(errs) > 0 {
 		t.Fatalf("concurrent takes failed: %v", errs)
 	}
-	if allowed != count {
-		t.Fatalf("%d concurrent takes: %d allowed, want exactly %d", workers, allowed, count)
-	}
-}
-
-func sweep(t *testing.T, st ratelimit.Store) {
-	take(t, st, "old", t0)          // TAT t0+interval
-	take(t, st, "fresh", t0+period) // TAT t0+period+interval
-	n, err := st.SweepRateLimits(context.Background(), t0+period)
-	if err != nil {
-		t.Fatalf("SweepRateLimits: %v", err)
-	}
-	if n != 1 {
-		t.Errorf("SweepRateLimits = %d, want 1", n)
-	}
-	// The fresh key kept its state: four more fit, not five.
-	for i := 0; i < count-1; i++ {
-		if _, ok := take(t, st, "fresh", t0+period); !ok {
-			t.Fatalf("fresh take %d refused", i)
-		}
-	}
-	if _, ok := take(t, st, "fresh", t0+period); ok {
-		t.Errorf("fresh key lost its state in the sweep")
-	}
-	// The swept key starts over.
-	if tat, ok := take(t, st, "old", t0+period); !ok || tat != t0+period+interval {
-		t.Errorf("swept key take = (%d, %v), want (%d, true)", tat, ok, t0+period+interval)
+	if allowed != slow.Count {
+		t.Fatalf("%d concurrent takes: %d allowed, want exactly %d", workers, allowed, slow.Count)
 	}
 }
 
 func reset(t *testing.T, st ratelimit.Store) {
 	ctx := context.Background()
-	for i := 0; i < count; i++ {
-		take(t, st, "spent", t0)
-		take(t, st, "other", t0)
+	for i := 0; i < slow.Count; i++ {
+		take(t, st, "spent", slow)
+		take(t, st, "other", slow)
 	}
-	if err := st.ResetRateLimit(ctx, "spent"); err != nil {
-		t.Fatalf("ResetRateLimit(spent): %v", err)
+	if err := st.Reset(ctx, "spent"); err != nil {
+		t.Fatalf("Reset(spent): %v", err)
 	}
 	// The whole burst is back for the reset key, at once.
-	for i := 1; i <= count; i++ {
-		if tat, ok := take(t, st, "spent", t0); !ok || tat != t0+int64(i)*interval {
-			t.Fatalf("take %d after reset = (%d, %v), want (%d, true)", i, tat, ok, t0+int64(i)*interval)
+	for i := 1; i <= slow.Count; i++ {
+		if r := take(t, st, "spent", slow); !r.Allowed || r.Remaining != slow.Count-i {
+			t.Fatalf("Take #%d after reset = %+v, want allowed with %d remaining", i, r, slow.Count-i)
 		}
 	}
 	// Other keys keep their state.
-	if _, ok := take(t, st, "other", t0); ok {
+	if take(t, st, "other", slow).Allowed {
 		t.Errorf("key other was reset along with key spent")
 	}
-	if err := st.ResetRateLimit(ctx, "absent"); err != nil {
-		t.Errorf("ResetRateLimit(absent) = %v, want nil", err)
+	if err := st.Reset(ctx, "absent"); err != nil {
+		t.Errorf("Reset(absent) = %v, want nil", err)
 	}
 }
 
-func peek(t *testing.T, st ratelimit.Store) {
+func marks(t *testing.T, st ratelimit.Store) {
 	ctx := context.Background()
-	if tat, err := st.PeekRateLimit(ctx, "absent"); err != nil || tat != 0 {
-		t.Fatalf("PeekRateLimit(absent) = %d, %v, want 0, nil", tat, err)
+	marked := func(key string) bool {
+		t.Helper()
+		ok, err := st.Marked(ctx, key, time.Now())
+		if err != nil {
+			t.Fatalf("Marked(%s): %v", key, err)
+		}
+		return ok
 	}
-	// Peeking an absent key creates nothing: a sweep finds nothing.
-	if n, err := st.SweepRateLimits(ctx, t0+10*period); err != nil || n != 0 {
-		t.Fatalf("SweepRateLimits after peeking = %d, %v, want 0, nil", n, err)
+	if marked("m") {
+		t.Fatalf("Marked(m) before Mark = true")
 	}
-	take(t, st, "k", t0)
+	if err := st.Mark(ctx, "m", time.Now(), time.Hour); err != nil {
+		t.Fatalf("Mark(m): %v", err)
+	}
 	for i := 0; i < 3; i++ {
-		if tat, err := st.PeekRateLimit(ctx, "k"); err != nil || tat != t0+interval {
-			t.Fatalf("PeekRateLimit(k) #%d = %d, %v, want %d, nil", i+1, tat, err, t0+interval)
+		if !marked("m") {
+			t.Fatalf("Marked(m) #%d after Mark = false", i+1)
 		}
 	}
-	// The peeks took nothing: the rest of the burst still fits.
-	for i := 2; i <= count; i++ {
-		if _, ok := take(t, st, "k", t0); !ok {
-			t.Fatalf("take %d after peeking refused", i)
+	if marked("n") {
+		t.Errorf("Marked(n) = true after marking m")
+	}
+	// Reset forgets a mark like a counter.
+	if err := st.Reset(ctx, "m"); err != nil {
+		t.Fatalf("Reset(m): %v", err)
+	}
+	if marked("m") {
+		t.Errorf("Marked(m) after Reset = true")
+	}
+	// A mark ends (after ttl, at most twice that).
+	if err := st.Mark(ctx, "short", time.Now(), 300*time.Millisecond); err != nil {
+		t.Fatalf("Mark(short): %v", err)
+	}
+	eventually(t, "a 300ms mark ended", func() bool { return !marked("short") })
+}
+
+func sweep(t *testing.T, st ratelimit.Store) {
+	sw, ok := st.(ratelimit.Sweeper)
+	if !ok {
+		t.Skip("the store expires its keys itself")
+	}
+	ctx := context.Background()
+	now := time.Now()
+	// Steps at explicit times: a store that sweeps uses the caller's clock.
+	if _, err := st.Take(ctx, "old", slow, now.Add(-2*slow.Period)); err != nil {
+		t.Fatal(err)
+	}
+	take(t, st, "fresh", slow)
+	if n, err := sw.Sweep(ctx, now); err != nil || n != 1 {
+		t.Errorf("Sweep = %d, %v, want 1, nil", n, err)
+	}
+	// The fresh key kept its state: four more fit, not five.
+	for i := 0; i < slow.Count-1; i++ {
+		if !take(t, st, "fresh", slow).Allowed {
+			t.Fatalf("fresh take %d refused", i)
 		}
+	}
+	if take(t, st, "fresh", slow).Allowed {
+		t.Errorf("fresh key lost its state in the sweep")
 	}
 }

@@ -2,7 +2,10 @@ package sqlstore_test
 
 import (
 	"context"
+	"fmt"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/palisade-auth/palisade/internal/ratelimit"
 	"github.com/palisade-auth/palisade/internal/ratelimit/ratelimittest"
@@ -10,14 +13,14 @@ import (
 	"github.com/palisade-auth/palisade/internal/testdb"
 )
 
-var _ ratelimit.Store = (*sqlstore.Store)(nil)
+var _ ratelimit.TATStore = (*sqlstore.Store)(nil)
 
 func TestRateLimitSQLite(t *testing.T) {
-	ratelimittest.RunTests(t, func(t *testing.T) ratelimit.Store { return testdb.Store(t, testdb.SQLite(t)) })
+	ratelimittest.RunTests(t, func(t *testing.T) ratelimit.Store { return ratelimit.NewGCRA(testdb.Store(t, testdb.SQLite(t))) })
 }
 
 func TestRateLimitPostgres(t *testing.T) {
-	ratelimittest.RunTests(t, func(t *testing.T) ratelimit.Store { return testdb.Store(t, testdb.Postgres(t)) })
+	ratelimittest.RunTests(t, func(t *testing.T) ratelimit.Store { return ratelimit.NewGCRA(testdb.Store(t, testdb.Postgres(t))) })
 }
 
 // A store whose database is gone reports an error instead of an answer, so
@@ -28,4 +31,25 @@ func TestRateLimitClosedStore(t *testing.T) {
 	if _, _, err := s.TakeRateLimit(context.Background(), "k", 1, 1, 1); err == nil {
 		t.Fatal("TakeRateLimit on a closed store: no error")
 	}
+}
+
+// BenchmarkTakeRateLimitPostgres is the database store's cost per check:
+// concurrent GCRA steps of distinct keys (4 per CPU, as a loaded issuer
+// sends them), each its own statement and commit.
+func BenchmarkTakeRateLimitPostgres(b *testing.B) {
+	s := testdb.Store(b, testdb.Postgres(b))
+	var n atomic.Int64
+	b.SetParallelism(4)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		key := fmt.Sprintf("bench-%d", n.Add(1))
+		now := time.Now().UnixMicro()
+		for pb.Next() {
+			if _, _, err := s.TakeRateLimit(context.Background(), key, now, 1, 1<<40); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
 }

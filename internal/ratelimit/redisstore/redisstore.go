@@ -1,0 +1,172 @@
+// Package redisstore owns the rate-limit counters and marks kept in Redis,
+// shared by every issuer replica without touching the database.
+//
+// The GCRA step is redis_rate's Lua script: one round trip, atomic in Redis,
+// on the Redis server's clock (one clock for every replica); its keys expire
+// by themselves once their quota is whole again, so nothing sweeps them.
+// Every call is bounded by the store's timeout, connecting included, and is
+// never retried: a Redis that is down or slow costs a request at most that
+// long, and the limit's failure policy decides the rest.
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/palisade-auth/palisade/internal/ratelimit"
+)
+
+// Store keeps counters and marks in one Redis database.
+type Store struct {
+	client  *redis.Client
+	limiter *redis_rate.Limiter
+	prefix  string
+	timeout time.Duration
+}
+
+var _ ratelimit.Store = (*Store)(nil)
+
+// IsURL reports whether s names a Redis server rather than another kind of
+// rate-limit store.
+func IsURL(s string) bool {
+	return strings.HasPrefix(s, "redis://") || strings.HasPrefix(s, "rediss://")
+}
+
+// Options turns redis://[user:pass@]host[:port][/db][?prefix=P] (or
+// rediss:// for TLS) into client options bounded by timeout, and the key
+// prefix. Its errors never repeat the URL: it may carry a password.
+func Options(rawURL string, timeout time.Duration) (*redis.Options, string, error) {
+	if !IsURL(rawURL) {
+		return nil, "", errors.New("want redis://[user:pass@]host[:port][/db] or rediss://...")
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, "", errors.New("malformed Redis URL")
+	}
+	q := u.Query()
+	prefix := q.Get("prefix")
+	q.Del("prefix")
+	u.RawQuery = q.Encode()
+	opt, err := redis.ParseURL(u.String())
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			return nil, "", errors.New("malformed Redis URL")
+		}
+		return nil, "", err
+	}
+	if u.Hostname() == "" {
+		return nil, "", errors.New("the Redis URL needs a host")
+	}
+	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout, opt.PoolTimeout = timeout, timeout, timeout, timeout
+	opt.ContextTimeoutEnabled = true
+	// One attempt per call: a retry would only spend the same budget.
+	opt.MaxRetries = -1
+	return opt, prefix, nil
+}
+
+// Redact returns rawURL without its password, for logs.
+func Redact(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return "redis://(malformed)"
+	}
+	return u.Redacted()
+}
+
+// Open connects to the Redis at rawURL (see Options). It does not wait for
+// the server: a Redis that is down at start is one that fails its calls.
+func Open(rawURL string, timeout time.Duration) (*Store, error) {
+	opt, prefix, err := Options(rawURL, timeout)
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: %w", err)
+	}
+	return New(redis.NewClient(opt), prefix, timeout), nil
+}
+
+// New returns the store over client; its keys start with prefix, and each
+// call waits at most timeout.
+func New(client *redis.Client, prefix string, timeout time.Duration) *Store {
+	return &Store{client: client, limiter: redis_rate.NewLimiter(client), prefix: prefix, timeout: timeout}
+}
+
+// Close closes the client's connections.
+func (s *Store) Close() error { return s.client.Close() }
+
+// Ping checks that Redis answers within the timeout.
+func (s *Store) Ping(ctx context.Context) error {
+	return s.call(ctx, "ping", func(ctx context.Context) error { return s.client.Ping(ctx).Err() })
+}
+
+// Take implements ratelimit.Counters on the Redis server's clock; now is
+// not used.
+func (s *Store) Take(ctx context.Context, key string, l ratelimit.Limit, _ time.Time) (ratelimit.Result, error) {
+	var res *redis_rate.Result
+	err := s.call(ctx, "take", func(ctx context.Context) (err error) {
+		res, err = s.limiter.Allow(ctx, s.prefix+key, redis_rate.Limit{Rate: l.Count, Burst: l.Count, Period: l.Period})
+		return err
+	})
+	if err != nil {
+		return ratelimit.Result{}, err
+	}
+	r := ratelimit.Result{Allowed: res.Allowed > 0, Remaining: res.Remaining, ResetAfter: max(res.ResetAfter, 0)}
+	if !r.Allowed {
+		r.RetryAfter = max(res.RetryAfter, 0)
+	}
+	return r, nil
+}
+
+// Reset implements ratelimit.Counters.
+func (s *Store) Reset(ctx context.Context, key string) error {
+	return s.call(ctx, "reset", func(ctx context.Context) error { return s.limiter.Reset(ctx, s.prefix+key) })
+}
+
+// markKey is where a mark lives: the key redis_rate would use, so that
+// Reset forgets marks too.
+func (s *Store) markKey(key string) string { return "rate:" + s.prefix + key }
+
+// Mark implements ratelimit.Marks with SET PX: the mark lasts exactly ttl
+// after the latest Mark.
+func (s *Store) Mark(ctx context.Context, key string, _ time.Time, ttl time.Duration) error {
+	return s.call(ctx, "mark", func(ctx context.Context) error {
+		return s.client.Set(ctx, s.markKey(key), 1, ttl).Err()
+	})
+}
+
+// Marked implements ratelimit.Marks with EXISTS.
+func (s *Store) Marked(ctx context.Context, key string, _ time.Time) (bool, error) {
+	var n int64
+	err := s.call(ctx, "marked", func(ctx context.Context) (err error) {
+		n, err = s.client.Exists(ctx, s.markKey(key)).Result()
+		return err
+	})
+	return n > 0, err
+}
+
+// call runs fn with the store's timeout. When the timeout is what ended
+// it, the error says so with context.DeadlineExceeded, whatever the client
+// reported (an i/o timeout, a pool timeout).
+func (s *Store) call(ctx context.Context, op string, fn func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	err := fn(ctx)
+	if err == nil {
+		return nil
+	}
+	// The connection's deadlines are the context's, so the client may see
+	// its i/o timeout a moment before the context reports its end.
+	var ne net.Error
+	timedOut := errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
+	if timedOut && !errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("redis %s: %w after %s (%w)", op, context.DeadlineExceeded, s.timeout, err)
+	}
+	return fmt.Errorf("redis %s: %w", op, err)
+}

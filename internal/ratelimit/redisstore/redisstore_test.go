@@ -1,0 +1,178 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/palisade-auth/palisade/internal/ratelimit"
+	"github.com/palisade-auth/palisade/internal/ratelimit/ratelimittest"
+	"github.com/palisade-auth/palisade/internal/ratelimit/redisstore"
+	"github.com/palisade-auth/palisade/internal/testdb"
+)
+
+func open(t *testing.T, rawURL string, timeout time.Duration) *redisstore.Store {
+	t.Helper()
+	st, err := redisstore.Open(rawURL, timeout)
+	if err != nil {
+		t.Fatalf("redisstore.Open: %v", err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+func TestConformance(t *testing.T) {
+	ratelimittest.RunTests(t, func(t *testing.T) ratelimit.Store { return open(t, testdb.Redis(t), time.Second) })
+}
+
+// Two stores over one Redis (two replicas) share one counter.
+func TestReplicasShareCounters(t *testing.T) {
+	u := testdb.Redis(t)
+	a, b := open(t, u, time.Second), open(t, u, time.Second)
+	l := ratelimit.Limit{Count: 4, Period: time.Minute}
+	ctx := context.Background()
+	for i, st := range []*redisstore.Store{a, b, a, b} {
+		if r, err := st.Take(ctx, "k", l, time.Now()); err != nil || !r.Allowed {
+			t.Fatalf("Take #%d = %+v, %v, want allowed", i+1, r, err)
+		}
+	}
+	for _, st := range []*redisstore.Store{a, b} {
+		if r, err := st.Take(ctx, "k", l, time.Now()); err != nil || r.Allowed {
+			t.Fatalf("Take #5 = %+v, %v, want refused", r, err)
+		}
+	}
+}
+
+// silentServer accepts connections and reads from them, and never answers:
+// a Redis that hangs.
+func silentServer(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				_, _ = io.Copy(io.Discard, c)
+			}()
+		}
+	}()
+	t.Cleanup(func() { ln.Close() })
+	return ln.Addr().String()
+}
+
+// Every call on a Redis that never answers ends with the store's timeout,
+// reported as context.DeadlineExceeded, however long the caller would
+// wait: the request's own deadline is far away.
+func TestCallsEndAtTheTimeout(t *testing.T) {
+	st := open(t, "redis://"+silentServer(t)+"/0", 200*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	l := ratelimit.Limit{Count: 1, Period: time.Minute}
+	calls := map[string]func() error{
+		"Take":   func() error { _, err := st.Take(ctx, "k", l, time.Now()); return err },
+		"Reset":  func() error { return st.Reset(ctx, "k") },
+		"Mark":   func() error { return st.Mark(ctx, "k", time.Now(), time.Minute) },
+		"Marked": func() error { _, err := st.Marked(ctx, "k", time.Now()); return err },
+		"Ping":   func() error { return st.Ping(ctx) },
+	}
+	for name, call := range calls {
+		for i := 0; i < 2; i++ { // a fresh connection, then a pooled one if any
+			if err := call(); !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("%s #%d on a silent Redis = %v, want context.DeadlineExceeded", name, i+1, err)
+			}
+		}
+	}
+	if ctx.Err() != nil {
+		t.Errorf("the caller's context ended: %v", ctx.Err())
+	}
+}
+
+// A Redis that is down fails the call at once with an error; the limit's
+// policy decides.
+func TestDownRedisFails(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	st := open(t, "redis://"+addr+"/0", 200*time.Millisecond)
+	if _, err := st.Take(context.Background(), "k", ratelimit.Limit{Count: 1, Period: time.Minute}, time.Now()); err == nil {
+		t.Fatal("Take on a closed port: no error")
+	}
+}
+
+func TestOptions(t *testing.T) {
+	tests := []struct {
+		in      string
+		addr    string
+		db      int
+		user    string
+		tls     bool
+		prefix  string
+		wantErr bool
+	}{
+		{in: "redis://127.0.0.1:6379", addr: "127.0.0.1:6379"},
+		{in: "redis://cache.internal", addr: "cache.internal:6379"},
+		{in: "redis://u:s3cret@cache:6380/2", addr: "cache:6380", db: 2, user: "u"},
+		{in: "rediss://:s3cret@cache:6380/1?prefix=eu:", addr: "cache:6380", db: 1, tls: true, prefix: "eu:"},
+		{in: "redis://[::1]:6379/0", addr: "[::1]:6379"},
+		{in: "http://cache:6379", wantErr: true},
+		{in: "redis://cache:6379/x", wantErr: true},
+		{in: "redis://u:s3cret@cache:6379/1/2", wantErr: true},
+		{in: "redis://u:s3cret@cache:notaport", wantErr: true},
+		{in: "redis://u:s3cret@cache:6379/0?nope=1", wantErr: true},
+		{in: "redis://u:s3cret@:6379", wantErr: true},
+		{in: "redis://u:s3cret%zz@cache", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			opt, prefix, err := redisstore.Options(tt.in, 150*time.Millisecond)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("Options(%q) error = %v, want error %v", tt.in, err, tt.wantErr)
+			}
+			if err != nil {
+				if strings.Contains(err.Error(), "s3cret") {
+					t.Errorf("Options(%q) error = %q, repeats the password", tt.in, err)
+				}
+				return
+			}
+			if opt.Addr != tt.addr || opt.DB != tt.db || opt.Username != tt.user || (opt.TLSConfig != nil) != tt.tls || prefix != tt.prefix {
+				t.Errorf("Options(%q) = addr %s db %d user %q tls %v prefix %q, want %s %d %q %v %q",
+					tt.in, opt.Addr, opt.DB, opt.Username, opt.TLSConfig != nil, prefix, tt.addr, tt.db, tt.user, tt.tls, tt.prefix)
+			}
+			for name, d := range map[string]time.Duration{"dial": opt.DialTimeout, "read": opt.ReadTimeout, "write": opt.WriteTimeout, "pool": opt.PoolTimeout} {
+				if d != 150*time.Millisecond {
+					t.Errorf("Options(%q) %s timeout = %v, want 150ms", tt.in, name, d)
+				}
+			}
+			if !opt.ContextTimeoutEnabled || opt.MaxRetries != -1 {
+				t.Errorf("Options(%q): context timeouts %v, retries %d, want true, -1", tt.in, opt.ContextTimeoutEnabled, opt.MaxRetries)
+			}
+		})
+	}
+}
+
+func TestRedact(t *testing.T) {
+	if got := redisstore.Redact("redis://u:s3cret@cache:6379/1"); strings.Contains(got, "s3cret") || !strings.Contains(got, "cache:6379") {
+		t.Errorf("Redact = %q, want the host without the password", got)
+	}
+}

@@ -1,0 +1,94 @@
+package testdb
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// EnvRedis names the environment variable holding the URL of the Redis
+// server the rate-limit tests use.
+const EnvRedis = "PALISADE_TEST_REDIS"
+
+// DefaultRedis is the server CI machines provide.
+const DefaultRedis = "redis://127.0.0.1:6379/0"
+
+// RedisURL is the Redis server tests use.
+func RedisURL() string {
+	if v := os.Getenv(EnvRedis); v != "" {
+		return v
+	}
+	return DefaultRedis
+}
+
+// Redis returns the URL of the test Redis with a key prefix of its own
+// (?prefix=, which the rate-limit store reads), so that tests sharing the
+// server never see each other's keys; the keys are deleted when the test
+// ends. An unreachable Redis skips the test loudly, or fails it under
+// CI=true, like Postgres.
+func Redis(t testing.TB) string {
+	t.Helper()
+	raw := RedisURL()
+	if err := ProbeRedis(); err != nil {
+		if CIRequired() {
+			t.Fatalf("Redis at %s is unreachable and CI=true requires it: %v", redact(raw), err)
+		}
+		t.Skipf("Redis SUITE SKIPPED: %s is unreachable (%v); set %s or start redis-server", redact(raw), err, EnvRedis)
+	}
+	prefix := "palisade_test_" + randomSuffix(t) + ":"
+	t.Cleanup(func() {
+		opt, err := redis.ParseURL(raw)
+		if err != nil {
+			return
+		}
+		c := redis.NewClient(opt)
+		defer c.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		iter := c.Scan(ctx, 0, "*"+prefix+"*", 1000).Iterator()
+		for iter.Next(ctx) {
+			c.Del(ctx, iter.Val())
+		}
+	})
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatalf("parse %s: %v", EnvRedis, err)
+	}
+	q := u.Query()
+	q.Set("prefix", prefix)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+var redisProbe struct {
+	once sync.Once
+	err  error
+}
+
+// ProbeRedis reports whether the Redis server answers PING; it asks once
+// per process.
+func ProbeRedis() error {
+	redisProbe.once.Do(func() {
+		opt, err := redis.ParseURL(RedisURL())
+		if err != nil {
+			redisProbe.err = fmt.Errorf("%s: malformed URL", EnvRedis)
+			return
+		}
+		opt.DialerRetries = 1
+		c := redis.NewClient(opt)
+		defer c.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		redisProbe.err = c.Ping(ctx).Err()
+	})
+	return redisProbe.err
+}
+
+// DescribeRedis says where the Redis tests run, for banners.
+func DescribeRedis() string { return fmt.Sprintf("Redis at %s", redact(RedisURL())) }
