@@ -1,0 +1,282 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"os/exec"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/palisade-auth/palisade/internal/testdb"
+)
+
+// redisServer is a private redis-server on a loopback port of its own, for
+// tests that stop it; the shared one on 6379 is never touched.
+type redisServer struct {
+	port string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// startRedis starts a private redis-server, on port ("" for a free one),
+// and waits until it answers PING.
+func startRedis(t testing.TB, port string) *redisServer {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		if testdb.CIRequired() {
+			t.Fatalf("redis-server not found and CI=true requires it: %v", err)
+		}
+		t.Skipf("REDIS TEST SKIPPED: redis-server not found (%v)", err)
+	}
+	if port == "" {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, port, _ = net.SplitHostPort(ln.Addr().String())
+		ln.Close()
+	}
+	cmd := exec.Command(bin, "--bind", "127.0.0.1", "--port", port, "--save", "", "--appendonly", "no")
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start redis-server: %v", err)
+	}
+	s := &redisServer{port: port, cmd: cmd, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(s.done) }()
+	t.Cleanup(s.stop)
+	deadline := time.Now().Add(10 * time.Second)
+	for !s.answers() {
+		if time.Now().After(deadline) {
+			t.Fatalf("redis-server on port %s does not answer PING", port)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return s
+}
+
+func (s *redisServer) url() string { return "redis://127.0.0.1:" + s.port + "/0" }
+
+// answers reports whether the server answers PING.
+func (s *redisServer) answers() bool {
+	c, err := net.DialTimeout("tcp", "127.0.0.1:"+s.port, time.Second)
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return false
+	}
+	buf := make([]byte, 7)
+	n, _ := io.ReadFull(c, buf)
+	return string(buf[:n]) == "+PONG\r\n"
+}
+
+// stop kills the server and waits for it to exit.
+func (s *redisServer) stop() {
+	_ = s.cmd.Process.Kill()
+	<-s.done
+}
+
+// hangGuard is a client whose timeout only stops a hung test: no answer in
+// these tests should take more than a fraction of it.
+var hangGuard = &http.Client{Timeout: 10 * time.Second}
+
+func postJSON(t *testing.T, url string, body string) response {
+	t.Helper()
+	res, err := hangGuard.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatalf("POST %s: %v", url, err)
+	}
+	defer res.Body.Close()
+	raw, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return response{status: res.StatusCode, header: res.Header, body: raw}
+}
+
+func loginBody(email, password string) string {
+	return fmt.Sprintf(`{"email":%q,"password":%q}`, email, password)
+}
+
+// Two issuers over one Redis share one counter: requests alternating
+// between them get 429 exactly after the configured total, and the
+// database holds no counter.
+func TestRateLimitsRedisShared(t *testing.T) {
+	dbURL := testdb.Postgres(t)
+	redisURL := testdb.Redis(t)
+	kek := kekFile(t)
+	args := []string{"--rate-limit-store", redisURL, "--rate-limit", "login=4/1m"}
+	a := startIssuerWithKEK(t, dbURL, kek, args...)
+	b := startIssuerWithKEK(t, dbURL, kek, args...)
+	email := uniqueEmail()
+	register(t, a, email)
+	for i, is := range []*issuer{a, b, a, b} {
+		r := postJSON(t, is.base+"/v1/login", loginBody(email, "wrong password"))
+		wantProblem(t, fmt.Sprintf("login #%d", i+1), r, http.StatusUnauthorized, "invalid_credentials")
+	}
+	for _, is := range []*issuer{a, b} {
+		want429(t, "login #5", postJSON(t, is.base+"/v1/login", loginBody(email, strongPassword)), 4)
+	}
+	n, err := testdb.Store(t, dbURL).SweepRateLimits(context.Background(), math.MaxInt64)
+	if err != nil || n != 0 {
+		t.Errorf("counters in the database = %d, %v, want 0: the Redis store touched PostgreSQL", n, err)
+	}
+}
+
+// Redis stopped mid-run: the fail-closed login answers 503
+// rate_limit_unavailable, the fail-open register and refresh pass; once
+// Redis is back the limits count again.
+func TestRateLimitsRedisOutage(t *testing.T) {
+	rs := startRedis(t, "")
+	is := startIssuer(t, testdb.SQLite(t), "--rate-limit-store", rs.url(), "--rate-limit-store-timeout", "200ms", "--rate-limit", "login=3/1m")
+	email := uniqueEmail()
+	register(t, is, email)
+	r := postJSON(t, is.base+"/v1/login", loginBody(email, strongPassword))
+	wantStatus(t, "login with Redis up", r, http.StatusOK)
+	rt := r.json(t)["refresh_token"].(string)
+
+	rs.stop()
+	r = postJSON(t, is.base+"/v1/login", loginBody(email, strongPassword))
+	wantProblem(t, "login with Redis down", r, http.StatusServiceUnavailable, "rate_limit_unavailable")
+	if r.header.Get("Retry-After") == "" {
+		t.Errorf("login with Redis down: no Retry-After")
+	}
+	wantStatus(t, "register with Redis down", postJSON(t, is.base+"/v1/register", loginBody(uniqueEmail(), strongPassword)), http.StatusCreated)
+	r = postJSON(t, is.base+"/v1/refresh", fmt.Sprintf(`{"refresh_token":%q}`, rt))
+	wantStatus(t, "refresh with Redis down", r, http.StatusOK)
+
+	// Back (empty: it kept nothing): the first login that passes counts
+	// as the first of three.
+	startRedis(t, rs.port)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r = postJSON(t, is.base+"/v1/login", loginBody(email, strongPassword))
+		if r.status != http.StatusServiceUnavailable {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("login 10s after Redis restarted = %d %s, want it served", r.status, r.body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	wantStatus(t, "first login with Redis back", r, http.StatusOK)
+	for i := 2; i <= 3; i++ {
+		wantStatus(t, fmt.Sprintf("login #%d with Redis back", i), postJSON(t, is.base+"/v1/login", loginBody(email, strongPassword)), http.StatusOK)
+	}
+	want429(t, "login #4 with Redis back", postJSON(t, is.base+"/v1/login", loginBody(email, strongPassword)), 3)
+}
+
+// silentRedis accepts connections, reads and never answers.
+func silentRedis(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, _ = io.Copy(io.Discard, c)
+				c.Close()
+			}()
+		}
+	}()
+	return "redis://" + ln.Addr().String() + "/0"
+}
+
+// A Redis that accepts and never answers costs a request the store's
+// timeout, not a hang: login answers 503, register passes. (The client's
+// 10 s timeout is a hang guard; the store-level test asserts that the
+// error is the timeout.)
+func TestRateLimitsRedisSilent(t *testing.T) {
+	is := startIssuer(t, testdb.SQLite(t), "--rate-limit-store", silentRedis(t), "--rate-limit-store-timeout", "200ms")
+	email := uniqueEmail()
+	wantStatus(t, "register with a silent Redis", postJSON(t, is.base+"/v1/register", loginBody(email, strongPassword)), http.StatusCreated)
+	for i := 1; i <= 2; i++ {
+		r := postJSON(t, is.base+"/v1/login", loginBody(email, strongPassword))
+		wantProblem(t, fmt.Sprintf("login #%d with a silent Redis", i), r, http.StatusServiceUnavailable, "rate_limit_unavailable")
+	}
+}
+
+// BenchmarkRefreshRateLimitStore drives refreshes through the real issuer
+// on PostgreSQL with the counters in the database and in Redis, one after
+// the other in the same run, from 4 clients per CPU (each refreshing its
+// own session's chain), and reports each rate and their ratio
+// (redis/database).
+func BenchmarkRefreshRateLimitStore(b *testing.B) {
+	rates := map[string]float64{}
+	for _, store := range []string{"database", "redis"} {
+		arg := store
+		if store == "redis" {
+			arg = testdb.Redis(b)
+		}
+		is := startIssuer(b, testdb.Postgres(b), "--rate-limit-store", arg, "--log-level", "warn")
+		rates[store] = refreshRate(b, is)
+		b.ReportMetric(rates[store], store+"-refresh/s")
+	}
+	b.ReportMetric(rates["redis"]/rates["database"], "redis/database")
+}
+
+// refreshRate runs b.N refreshes on is and returns refreshes per second.
+func refreshRate(b *testing.B, is *issuer) float64 {
+	clients := 4 * runtime.GOMAXPROCS(0)
+	c := &http.Client{Transport: &http.Transport{MaxIdleConns: clients, MaxIdleConnsPerHost: clients}}
+	tokens := make([]string, clients)
+	for i := range tokens {
+		email := uniqueEmail()
+		register(b, is, email)
+		r := do(b, "POST", is.base+"/v1/login", map[string]string{"email": email, "password": strongPassword, "device_id": "bench"})
+		wantStatus(b, "login", r, http.StatusOK)
+		tokens[i] = r.json(b)["refresh_token"].(string)
+	}
+	var left atomic.Int64
+	left.Store(int64(b.N))
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range tokens {
+		wg.Add(1)
+		go func(tok string) {
+			defer wg.Done()
+			for left.Add(-1) >= 0 {
+				res, err := c.Post(is.base+"/v1/refresh", "application/json", strings.NewReader(`{"refresh_token":"`+tok+`"}`))
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				var body struct {
+					RefreshToken string `json:"refresh_token"`
+				}
+				err = json.NewDecoder(res.Body).Decode(&body)
+				res.Body.Close()
+				if res.StatusCode != http.StatusOK || err != nil {
+					b.Errorf("refresh = %d (%v)", res.StatusCode, err)
+					return
+				}
+				tok = body.RefreshToken
+			}
+		}(tokens[i])
+	}
+	wg.Wait()
+	return float64(b.N) / time.Since(start).Seconds()
+}
