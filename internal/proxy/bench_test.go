@@ -52,7 +52,7 @@ func BenchmarkVerifierProxy(b *testing.B) {
 			log := httpserver.NewLogger(out, slog.LevelInfo)
 			metrics := proxy.NewMetrics(prometheus.NewRegistry(), func() float64 { return 0 })
 			p := proxy.NewProxy(v, u, nil, proxy.Config{Logger: log, Metrics: metrics})
-			verifier := httptest.NewServer(httpserver.Standard(log, p))
+			verifier := httptest.NewServer(httpserver.RequestID(httpserver.AccessLog(log, httpserver.Recover(log, p))))
 			defer verifier.Close()
 
 			bare := httptest.NewServer(bareProxy(u))
