@@ -1,0 +1,156 @@
+package e2e
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/palisade-auth/palisade/pkg/verify/verifytest"
+)
+
+// grpcHealthApp is gRPC's health service counting the calls that reach it
+// and keeping the metadata of the last.
+type grpcHealthApp struct {
+	*health.Server
+	calls atomic.Int64
+	mu    sync.Mutex
+	last  metadata.MD
+}
+
+func (h *grpcHealthApp) record(ctx context.Context) {
+	h.calls.Add(1)
+	md, _ := metadata.FromIncomingContext(ctx)
+	h.mu.Lock()
+	h.last = md.Copy()
+	h.mu.Unlock()
+}
+
+func (h *grpcHealthApp) lastMD() metadata.MD {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.last
+}
+
+func (h *grpcHealthApp) Check(ctx context.Context, in *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
+	h.record(ctx)
+	return h.Server.Check(ctx, in)
+}
+
+func (h *grpcHealthApp) Watch(in *healthpb.HealthCheckRequest, stream healthpb.Health_WatchServer) error {
+	h.record(stream.Context())
+	return h.Server.Watch(in, stream)
+}
+
+// TestVerifierGRPC runs the real verifier binary with --upstream-protocol
+// h2c in front of a grpc-go server, called by a grpc-go client over h2c.
+func TestVerifierGRPC(t *testing.T) {
+	ks := verifytest.NewKeySet(t)
+	ks.Issuer, ks.Audience = "http://issuer.test", "api"
+	jwks := filepath.Join(t.TempDir(), "jwks.json")
+	if err := os.WriteFile(jwks, ks.JWKS(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := &grpcHealthApp{Server: health.NewServer()}
+	srv := grpc.NewServer()
+	healthpb.RegisterHealthServer(srv, app)
+	go srv.Serve(ln)
+	t.Cleanup(srv.Stop)
+
+	v := startVerifier(t, "--upstream", "http://"+ln.Addr().String(), "--upstream-protocol", "h2c", "--jwks-file", jwks)
+	v.waitReady(t)
+	conn, err := grpc.NewClient("passthrough:///"+strings.TrimPrefix(v.base, "http://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	client := healthpb.NewHealthClient(conn)
+	call := func(t *testing.T, token string) context.Context {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		t.Cleanup(cancel)
+		if token != "" {
+			ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
+		}
+		return ctx
+	}
+	tok := ks.Mint(t, verifytest.Claims{Subject: "user-1", Role: "user", SessionID: "session-1", TokenID: "token-1"})
+
+	t.Run("unary reaches the app with the identity", func(t *testing.T) {
+		before := app.calls.Load()
+		ctx := metadata.AppendToOutgoingContext(call(t, tok), "x-auth-user-id", "admin")
+		resp, err := client.Check(ctx, &healthpb.HealthCheckRequest{})
+		if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+			t.Fatalf("Check = %v, %v; want SERVING\n%s", resp.GetStatus(), err, v.logs.String())
+		}
+		if got := app.calls.Load() - before; got != 1 {
+			t.Errorf("calls reaching the app = %d, want 1", got)
+		}
+		md := app.lastMD()
+		for k, want := range map[string]string{"x-auth-user-id": "user-1", "x-auth-role": "user", "x-auth-session-id": "session-1", "x-auth-token-id": "token-1"} {
+			if got := md.Get(k); len(got) != 1 || got[0] != want {
+				t.Errorf("app metadata %s = %q, want [%q]", k, got, want)
+			}
+		}
+	})
+
+	t.Run("server streaming flushes each message", func(t *testing.T) {
+		app.SetServingStatus("orders", healthpb.HealthCheckResponse_SERVING)
+		stream, err := client.Watch(call(t, tok), &healthpb.HealthCheckRequest{Service: "orders"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The second status is set only once the first has arrived.
+		for i, want := range []healthpb.HealthCheckResponse_ServingStatus{healthpb.HealthCheckResponse_SERVING, healthpb.HealthCheckResponse_NOT_SERVING} {
+			msg, err := stream.Recv()
+			if err != nil || msg.GetStatus() != want {
+				t.Fatalf("Watch Recv %d = %v, %v; want %v", i, msg.GetStatus(), err, want)
+			}
+			app.SetServingStatus("orders", healthpb.HealthCheckResponse_NOT_SERVING)
+		}
+		if got := app.lastMD().Get("x-auth-user-id"); len(got) != 1 || got[0] != "user-1" {
+			t.Errorf("Watch app metadata x-auth-user-id = %q, want [user-1]", got)
+		}
+	})
+
+	forged := verifytest.NewKeySet(t)
+	forged.Issuer, forged.Audience = ks.Issuer, ks.Audience
+	for _, tc := range []struct{ name, token string }{
+		{"missing token", ""},
+		{"forged token", forged.Token(t, "user-1")},
+	} {
+		t.Run(tc.name+" is unauthenticated and never reaches the app", func(t *testing.T) {
+			before := app.calls.Load()
+			_, err := client.Check(call(t, tc.token), &healthpb.HealthCheckRequest{})
+			if status.Code(err) != codes.Unauthenticated || !strings.Contains(status.Convert(err).Message(), "access token") {
+				t.Errorf("Check = %v, want Unauthenticated from the verifier", err)
+			}
+			stream, err := client.Watch(call(t, tc.token), &healthpb.HealthCheckRequest{})
+			if err == nil {
+				_, err = stream.Recv()
+			}
+			if status.Code(err) != codes.Unauthenticated {
+				t.Errorf("Watch = %v, want Unauthenticated", err)
+			}
+			if got := app.calls.Load() - before; got != 0 {
+				t.Errorf("calls reaching the app = %d, want 0", got)
+			}
+		})
+	}
+}
