@@ -184,7 +184,7 @@ func (a *API) Handler(metrics *httpserver.Metrics) http.Handler {
 	if a.cfg.Demo {
 		mux.Handle("GET /demo/", demo.Handler())
 	}
-	var h http.Handler = problemMux{mux}
+	var h http.Handler = problemMux{mux: mux, writeError: a.writeError}
 	h = apiversion.Middleware(a.cfg.Deprecations, h)
 	h = httpserver.Recover(a.log, h)
 	h = httpserver.AccessLog(a.log, h)
@@ -194,12 +194,14 @@ func (a *API) Handler(metrics *httpserver.Metrics) http.Handler {
 // problemMux answers unrouted requests (404, 405) with problem+json instead
 // of ServeMux's plain text, keeping the Allow header it computes, and
 // refuses URLs that are not text before any route sees them.
-type problemMux struct{ mux *http.ServeMux }
+type problemMux struct {
+	mux        *http.ServeMux
+	writeError func(http.ResponseWriter, *http.Request, error)
+}
 
 func (p problemMux) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !validURL(r) {
-		problem.Write(w, problem.Problem{Status: http.StatusBadRequest, Code: "malformed_request",
-			Detail: "The URL's path and query must be UTF-8 without NUL characters."})
+	if err := checkURL(r); err != nil {
+		p.writeError(w, r, err)
 		return
 	}
 	if _, pattern := p.mux.Handler(r); pattern != "" {

@@ -10,10 +10,10 @@ import (
 	"net/url"
 	"reflect"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/palisade-auth/palisade/internal/apperr"
 	"github.com/palisade-auth/palisade/internal/httpserver"
+	"github.com/palisade-auth/palisade/internal/text"
 )
 
 func errMalformed(msg string) *apperr.Error {
@@ -74,26 +74,21 @@ func decodeJSON(body []byte, dst any) error {
 	if _, err := dec.Token(); err != io.EOF {
 		return errMalformed("The request body has data after the JSON object.")
 	}
-	if field, ok := nulString(reflect.ValueOf(dst), ""); ok {
-		e := errMalformed("A field contains a NUL character.")
-		e.Fields = []apperr.FieldError{{Field: field, Code: "invalid", Message: "This field must not contain NUL characters."}}
-		return e
-	}
-	return nil
+	return checkText(reflect.ValueOf(dst), "")
 }
 
-// nulString finds a string holding U+0000 in a decoded request and names
-// its field. JSON allows "\u0000", but no field of this API means it, and
-// PostgreSQL cannot store it: the statement would fail as a server error.
-func nulString(v reflect.Value, field string) (string, bool) {
+// checkText holds every string of a decoded request body to text.Check,
+// naming the JSON field that holds it. JSON allows "\u0000" (invalid UTF-8
+// the decoder has already replaced), but no field of this API means it.
+func checkText(v reflect.Value, field string) error {
 	switch v.Kind() {
 	case reflect.String:
-		return field, strings.ContainsRune(v.String(), 0)
+		return text.Check(field, v.String())
 	case reflect.Pointer, reflect.Interface:
 		if v.IsNil() {
-			return "", false
+			return nil
 		}
-		return nulString(v.Elem(), field)
+		return checkText(v.Elem(), field)
 	case reflect.Struct:
 		t := v.Type()
 		for i := range t.NumField() {
@@ -105,54 +100,51 @@ func nulString(v reflect.Value, field string) (string, bool) {
 			if name == "" {
 				name = f.Name
 			}
-			if got, ok := nulString(v.Field(i), name); ok {
-				return got, true
+			if err := checkText(v.Field(i), name); err != nil {
+				return err
 			}
 		}
 	case reflect.Slice, reflect.Array:
 		for i := range v.Len() {
-			if got, ok := nulString(v.Index(i), field); ok {
-				return got, true
+			if err := checkText(v.Index(i), field); err != nil {
+				return err
 			}
 		}
 	case reflect.Map:
 		for it := v.MapRange(); it.Next(); {
-			if got, ok := nulString(it.Key(), field); ok {
-				return got, true
+			if err := checkText(it.Key(), field); err != nil {
+				return err
 			}
-			if got, ok := nulString(it.Value(), field); ok {
-				return got, true
+			if err := checkText(it.Value(), field); err != nil {
+				return err
 			}
 		}
 	}
-	return "", false
+	return nil
 }
 
-// validURL reports whether the request's path and query, decoded, are UTF-8
-// without NUL: what reaches the store as an id or a filter must be text
-// PostgreSQL can take.
-func validURL(r *http.Request) bool {
-	if !validURLText(r.URL.Path) {
-		return false
+// checkURL holds the request's path and every query parameter, decoded, to
+// text.Check: what reaches a service as an id or a filter comes from there.
+func checkURL(r *http.Request) error {
+	if err := text.Check("path", r.URL.Path); err != nil {
+		return err
 	}
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
-		return false
+		return errMalformed("The URL's query is not valid.")
 	}
 	for k, vs := range q {
-		if !validURLText(k) {
-			return false
+		if err := text.Check("query", k); err != nil {
+			return err
 		}
 		for _, v := range vs {
-			if !validURLText(v) {
-				return false
+			if err := text.Check(k, v); err != nil {
+				return err
 			}
 		}
 	}
-	return true
+	return nil
 }
-
-func validURLText(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune(s, 0) }
 
 // decode is readBody followed by decodeJSON.
 func (a *API) decode(w http.ResponseWriter, r *http.Request, dst any) error {
