@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# bench-issuer-memory.sh measures the issuer's memory and login throughput
+# under a flood of concurrent logins (internal/benchtools/loginflood): it
+# builds bin/issuer as make build does, starts it on a fresh SQLite file
+# with every rate limit lifted, registers one user and has CLIENTS clients
+# log in as that user for DURATION. Each round prints logins/s, the
+# issuer's CPU time per login (utime+stime from /proc/PID/stat: on a shared
+# machine logins/s follows the neighbours, CPU per login does not), the
+# peak RSS (VmHWM) and how long after the flood the RSS took to fall under
+# AFTER_MIB.
+#
+# Sides, in alternating rounds so that whatever else the machine does falls
+# on both alike: "limit" is the issuer as shipped (its derived soft memory
+# limit); "nolimit" runs it with GOMEMLIMIT=off, which is how it behaved
+# before the limit. Each side runs with the default --hash-queue (64: the
+# clients past it get 503 and retry after Retry-After) and with
+# --hash-queue 0 (all clients queued inside the issuer at once).
+#
+# Environment: ROUNDS (2), CLIENTS (500), DURATION (20s), SETTLE (60s: how
+# long to wait for the RSS to fall), AFTER_MIB (48), DATABASE_URL (a
+# PostgreSQL URL to run on it instead of SQLite; its users table must not
+# hold flood@example.com with another password).
+set -euo pipefail
+
+ROUNDS=${ROUNDS:-2}
+CLIENTS=${CLIENTS:-500}
+DURATION=${DURATION:-20s}
+SETTLE=${SETTLE:-60s}
+AFTER_MIB=${AFTER_MIB:-48}
+
+cd "$(dirname "$0")/.."
+
+go build -trimpath -ldflags "-s -w" -o bin/issuer ./cmd/issuer
+go build -o bin/loginflood ./internal/benchtools/loginflood
+
+db=()
+if [ -n "${DATABASE_URL:-}" ]; then
+	db=(-database-url "$DATABASE_URL")
+fi
+
+for round in $(seq "$ROUNDS"); do
+	for queue in 64 0; do
+		for side in limit nolimit; do
+			env=()
+			if [ "$side" = nolimit ]; then
+				env=(-issuer-env GOMEMLIMIT=off)
+			fi
+			echo "== round $round, --hash-queue $queue, $side"
+			./bin/loginflood -issuer bin/issuer "${db[@]}" "${env[@]}" \
+				-issuer-flags "--hash-queue $queue" -clients "$CLIENTS" \
+				-duration "$DURATION" -settle "$SETTLE" -max-after "$AFTER_MIB" || true
+		done
+	done
+done
