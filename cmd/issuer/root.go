@@ -25,11 +25,15 @@ func newRootCmd() *cobra.Command {
 	return root
 }
 
-// bindEnv makes every flag of cmd readable from ISSUER_* and documents it.
+// bindEnv makes every flag of cmd readable from ISSUER_* and documents it,
+// and checks the command's input once the environment is applied.
 func bindEnv(cmd *cobra.Command) {
 	config.AnnotateEnv(cmd.Flags(), "ISSUER")
-	cmd.PreRunE = func(cmd *cobra.Command, _ []string) error {
-		return config.ApplyEnv(cmd.Flags(), "ISSUER", os.LookupEnv)
+	cmd.PreRunE = func(cmd *cobra.Command, args []string) error {
+		if err := config.ApplyEnv(cmd.Flags(), "ISSUER", os.LookupEnv); err != nil {
+			return err
+		}
+		return checkInput(cmd, args)
 	}
 }
 
