@@ -52,25 +52,21 @@ func newAuditListCmd() *cobra.Command {
 					}
 				}
 				out := newAuditPrinter(cmd, asJSON)
-				for n := 0; limit == 0 || n < limit; {
-					q.Limit = auth.MaxPageSize
+				n := 0
+				err := eachPage(func(cursor string) ([]auth.AuditEvent, string, error) {
+					q.Limit, q.Cursor = auth.MaxPageSize, cursor
 					if limit > 0 {
 						q.Limit = min(limit-n, auth.MaxPageSize)
 					}
 					page, err := svc.AdminAudit(cmd.Context(), auth.Operator(), q)
-					if err != nil {
-						return describe(err)
+					if n += len(page.Events); limit > 0 && n >= limit {
+						page.Next = ""
 					}
-					for _, e := range page.Events {
-						if err := out.print(e); err != nil {
-							return err
-						}
-					}
-					n += len(page.Events)
-					if page.Next == "" {
-						break
-					}
-					q.Cursor = page.Next
+					return page.Events, page.Next, err
+				}, out.print)
+				if err != nil {
+					// An error of printing is internal: describe returns it as is.
+					return describe(err)
 				}
 				return out.flush()
 			})

@@ -111,22 +111,15 @@ func newUsersListCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withService(cmd.Context(), cfg, func(svc *auth.Service) error {
 				out := newUserPrinter(cmd.OutOrStdout(), asJSON)
-				q := auth.UserQuery{Email: email, Limit: auth.MaxPageSize}
-				for {
-					page, err := svc.AdminUsers(cmd.Context(), auth.Operator(), q)
-					if err != nil {
-						return describe(err)
-					}
-					for _, u := range page.Users {
-						if err := out.print(u); err != nil {
-							return err
-						}
-					}
-					if page.Next == "" {
-						return out.flush()
-					}
-					q.Cursor = page.Next
+				err := eachPage(func(cursor string) ([]auth.User, string, error) {
+					page, err := svc.AdminUsers(cmd.Context(), auth.Operator(), auth.UserQuery{Email: email, Limit: auth.MaxPageSize, Cursor: cursor})
+					return page.Users, page.Next, err
+				}, out.print)
+				if err != nil {
+					// An error of printing is internal: describe returns it as is.
+					return describe(err)
 				}
+				return out.flush()
 			})
 		},
 	}

@@ -75,23 +75,17 @@ func newWebhooksListCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withService(cmd.Context(), cfg, func(svc *auth.Service) error {
 				out := newTable(cmd.OutOrStdout(), asJSON, "ID\tURL\tFORMAT\tSTATUS\tEVENTS\tCREATED")
-				q := auth.PageQuery{Limit: auth.MaxPageSize}
-				for {
-					page, err := svc.AdminWebhooks(cmd.Context(), auth.Operator(), q)
-					if err != nil {
-						return describe(err)
-					}
-					for _, e := range page.Endpoints {
-						err := out.row(issuerapi.WebhookObject(e), e.ID, e.URL, e.Format, e.Status, strings.Join(e.Events, ","), ts(&e.CreatedAt))
-						if err != nil {
-							return err
-						}
-					}
-					if page.Next == "" {
-						return out.flush()
-					}
-					q.Cursor = page.Next
+				err := eachPage(func(cursor string) ([]auth.WebhookEndpoint, string, error) {
+					page, err := svc.AdminWebhooks(cmd.Context(), auth.Operator(), auth.PageQuery{Limit: auth.MaxPageSize, Cursor: cursor})
+					return page.Endpoints, page.Next, err
+				}, func(e auth.WebhookEndpoint) error {
+					return out.row(issuerapi.WebhookObject(e), e.ID, e.URL, e.Format, e.Status, strings.Join(e.Events, ","), ts(&e.CreatedAt))
+				})
+				if err != nil {
+					// An error of printing is internal: describe returns it as is.
+					return describe(err)
 				}
+				return out.flush()
 			})
 		},
 	}
@@ -164,32 +158,27 @@ func newWebhooksDeliveriesCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withService(cmd.Context(), cfg, func(svc *auth.Service) error {
 				out := newTable(cmd.OutOrStdout(), asJSON, "ID\tEVENT\tTYPE\tSTATUS\tATTEMPTS\tLAST STATUS\tLAST ERROR\tNEXT ATTEMPT\tCREATED")
-				q := auth.DeliveryQuery{Status: status, Limit: auth.MaxPageSize}
-				for {
+				err := eachPage(func(cursor string) ([]auth.WebhookDelivery, string, error) {
+					q := auth.DeliveryQuery{Status: status, Limit: auth.MaxPageSize, Cursor: cursor}
 					page, err := svc.AdminWebhookDeliveries(cmd.Context(), auth.Operator(), args[0], q)
-					if err != nil {
-						return describe(err)
+					return page.Deliveries, page.Next, err
+				}, func(d auth.WebhookDelivery) error {
+					last := "-"
+					if d.LastStatusCode != 0 {
+						last = fmt.Sprint(d.LastStatusCode)
 					}
-					for _, d := range page.Deliveries {
-						last := "-"
-						if d.LastStatusCode != 0 {
-							last = fmt.Sprint(d.LastStatusCode)
-						}
-						next := "-"
-						if d.Status == auth.DeliveryPending {
-							next = ts(d.NextAttemptAt)
-						}
-						err := out.row(issuerapi.DeliveryObject(d), d.ID, d.EventID, d.EventType, d.Status, fmt.Sprint(d.Attempts),
-							last, dash(oneLine(d.LastError)), next, ts(&d.CreatedAt))
-						if err != nil {
-							return err
-						}
+					next := "-"
+					if d.Status == auth.DeliveryPending {
+						next = ts(d.NextAttemptAt)
 					}
-					if page.Next == "" {
-						return out.flush()
-					}
-					q.Cursor = page.Next
+					return out.row(issuerapi.DeliveryObject(d), d.ID, d.EventID, d.EventType, d.Status, fmt.Sprint(d.Attempts),
+						last, dash(oneLine(d.LastError)), next, ts(&d.CreatedAt))
+				})
+				if err != nil {
+					// An error of printing is internal: describe returns it as is.
+					return describe(err)
 				}
+				return out.flush()
 			})
 		},
 	}
