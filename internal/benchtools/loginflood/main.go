@@ -117,8 +117,8 @@ func run(o options) error {
 		return err
 	}
 	ok := res.ok.Load()
-	fmt.Printf("logins: %d ok (%.1f/s), %d overloaded (503), %d other, %d errors\n",
-		ok, float64(ok)/o.duration.Seconds(), res.busy.Load(), res.other.Load(), res.errs.Load())
+	fmt.Printf("logins: %d ok (%.1f/s), %d overloaded (503), %d other %v, %d errors\n",
+		ok, float64(ok)/o.duration.Seconds(), res.busy.Load(), res.other.Load(), res.statuses, res.errs.Load())
 	if ok > 0 {
 		// On a shared machine logins/s follows what the neighbours leave
 		// over; the issuer's own CPU time per login does not.
@@ -146,10 +146,11 @@ func run(o options) error {
 		time.Sleep(250 * time.Millisecond)
 	}
 	if reached {
-		fmt.Printf("resident after the flood: %.1f MiB, under %.0f MiB %.1fs after the flood ended\n", after.rss, o.maxAfter, time.Since(start).Seconds())
+		fmt.Printf("resident after the flood: %.1f MiB, under %.0f MiB %.1fs after the flood ended", after.rss, o.maxAfter, time.Since(start).Seconds())
 	} else {
-		fmt.Printf("resident after the flood: %.1f MiB after %s\n", after.rss, o.settle)
+		fmt.Printf("resident after the flood: %.1f MiB after %s", after.rss, o.settle)
 	}
+	fmt.Printf(" (anonymous %.1f MiB, the executable's and other files' pages %.1f MiB)\n", after.anon, after.file)
 
 	time.Sleep(o.hold)
 	var failed []string
@@ -168,13 +169,18 @@ func run(o options) error {
 	return nil
 }
 
-type result struct{ ok, busy, other, errs atomic.Int64 }
+type result struct {
+	ok, busy, other, errs atomic.Int64
+
+	mu       sync.Mutex
+	statuses map[int]int // the other statuses
+}
 
 // flood has n clients log in back to back until d has passed. A client
 // refused with 503 waits as long as Retry-After says, like a well-behaved
 // client, so shedding is measured rather than a retry storm.
 func flood(c *http.Client, base string, n int, d time.Duration) *result {
-	var res result
+	res := result{statuses: map[int]int{}}
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -204,6 +210,9 @@ func flood(c *http.Client, base string, n int, d time.Duration) *result {
 					}
 				default:
 					res.other.Add(1)
+					res.mu.Lock()
+					res.statuses[resp.StatusCode]++
+					res.mu.Unlock()
 				}
 			}
 		})
@@ -227,7 +236,7 @@ func post(c *http.Client, url, body string) (int, error) {
 }
 
 // status is the memory the kernel reports for a process, in MiB.
-type status struct{ rss, hwm float64 }
+type status struct{ rss, hwm, anon, file float64 }
 
 func readStatus(pid int) (status, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
@@ -246,6 +255,10 @@ func readStatus(pid int) (status, error) {
 			s.rss = kib / 1024
 		case "VmHWM:":
 			s.hwm = kib / 1024
+		case "RssAnon:":
+			s.anon = kib / 1024
+		case "RssFile:":
+			s.file = kib / 1024
 		}
 	}
 	return s, nil
