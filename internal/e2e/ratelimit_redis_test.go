@@ -231,7 +231,7 @@ func BenchmarkRefreshRateLimitStore(b *testing.B) {
 		if store == "redis" {
 			arg = testdb.Redis(b)
 		}
-		is := startIssuer(b, testdb.Postgres(b), "--rate-limit-store", arg, "--log-level", "warn")
+		is := startIssuer(b, testdb.Postgres(b), "--rate-limit-store", arg, "--log-level", "info")
 		rates[store] = refreshRate(b, is)
 		b.ReportMetric(rates[store], store+"-refresh/s")
 	}

@@ -2,6 +2,7 @@ package sqlstore_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -52,4 +53,23 @@ func BenchmarkTakeRateLimitPostgres(b *testing.B) {
 		}
 	})
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
+}
+
+// The counters are not written ahead on PostgreSQL (migration 00010): a
+// check's commit waits for no WAL flush.
+func TestRateLimitsUnloggedPostgres(t *testing.T) {
+	url := testdb.Postgres(t)
+	testdb.Store(t, url)
+	db, err := sql.Open("postgres", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var persistence string
+	if err := db.QueryRow(`SELECT relpersistence FROM pg_class WHERE relname = 'rate_limits'`).Scan(&persistence); err != nil {
+		t.Fatal(err)
+	}
+	if persistence != "u" {
+		t.Errorf("rate_limits relpersistence = %q, want \"u\" (unlogged)", persistence)
+	}
 }
