@@ -41,9 +41,17 @@ fuzz:
 	  done; \
 	done
 
+## vet: gofmt, go vet and staticcheck (installed at STATICCHECK_VERSION when missing)
+STATICCHECK_VERSION ?= v0.8.2
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 	$(GO) vet ./...
+	@sc="$$(command -v staticcheck || echo "$$($(GO) env GOPATH)/bin/staticcheck")"; \
+	if [ ! -x "$$sc" ]; then \
+	  echo "installing staticcheck $(STATICCHECK_VERSION)"; \
+	  $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) || exit 1; \
+	fi; \
+	echo "$$sc ./..."; "$$sc" ./...
 
 fmt:
 	gofmt -w .

@@ -282,7 +282,7 @@ func (s *Service) ResendVerification(ctx context.Context, userID string, m Meta)
 		return s.queueLink(ctx, tx, u, store.PurposeVerifyEmail, s.cfg.VerifyTokenTTL, now)
 	})
 	if errors.Is(err, store.ErrNotFound) {
-		return apperr.New(apperr.KindUnauthenticated, "invalid_token", "The access token is missing or invalid.")
+		return errInvalidToken()
 	}
 	if err != nil {
 		return apperr.Internal(err)

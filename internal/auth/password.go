@@ -39,7 +39,7 @@ func (s *Service) ChangePassword(ctx context.Context, userID, sessionID string, 
 	}
 	u, err := s.st.UserByID(ctx, userID)
 	if errors.Is(err, store.ErrNotFound) {
-		return apperr.New(apperr.KindUnauthenticated, "invalid_token", "The access token is missing or invalid.")
+		return errInvalidToken()
 	}
 	if err != nil {
 		return apperr.Internal(err)

@@ -2,29 +2,20 @@
 // rotation with reuse detection, logout, sessions and the audit entries they
 // write. It knows nothing of HTTP: the transport decodes a request, calls a
 // method here and encodes the result or the *apperr.Error it returns.
-//
-// Every flow that writes an account's sessions, refresh tokens, password or
-// status does it inside store.Store.WithUser of that account, which takes
-// the account's row before anything else (the store's lock order), and
-// decides there, from the UserTx's User, whether it may: login checks that
-// the account is still enabled and its hash still the one it verified,
-// password change that the current password is still the one checked, the
-// leeway replay that the account is enabled. Refresh rotation is the
-// store's one exception (RotateRefreshToken, a single statement); what a
-// refused rotation means (reuse, revoke everything) runs in WithUser again.
 package auth
 
 import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"strings"
 	"time"
+	"unicode"
 
 	"github.com/google/uuid"
 
 	"github.com/palisade-auth/palisade/internal/password"
 	"github.com/palisade-auth/palisade/internal/store"
-	"github.com/palisade-auth/palisade/internal/text"
 	"github.com/palisade-auth/palisade/internal/token"
 )
 
@@ -83,11 +74,16 @@ type Meta struct {
 const maxUserAgent = 512
 
 // userAgent is the caller's User-Agent as it is stored: the client sends
-// any bytes it likes, so it is made storable (text.Clean), at most 512
-// bytes. It is cleaned here, not refused at the edge, because the request
-// is fine whatever its client calls itself; every caller's Meta passes here.
+// any bytes it likes, and PostgreSQL refuses NUL and invalid UTF-8, so it
+// is made valid UTF-8 without control characters, at most 512 bytes.
 func (m Meta) userAgent() string {
-	return truncate(text.Clean(m.UserAgent), maxUserAgent)
+	ua := strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return -1
+		}
+		return r
+	}, strings.ToValidUTF8(m.UserAgent, "\uFFFD"))
+	return truncate(ua, maxUserAgent)
 }
 
 // TokenPair is what login and refresh return.

@@ -11,10 +11,4 @@ type problems []error
 
 func (p *problems) addf(format string, args ...any) { *p = append(*p, fmt.Errorf(format, args...)) }
 
-func (p *problems) add(err error) {
-	if err != nil {
-		*p = append(*p, err)
-	}
-}
-
 func (p problems) err() error { return errors.Join(p...) }

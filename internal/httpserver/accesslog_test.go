@@ -245,20 +245,3 @@ func TestAccessLogHijack(t *testing.T) {
 		t.Errorf("AccessLog(hijacked) = %v, want one line with status 101", lines)
 	}
 }
-
-func TestChain(t *testing.T) {
-	var order []string
-	mw := func(name string) func(http.Handler) http.Handler {
-		return func(next http.Handler) http.Handler {
-			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				order = append(order, name)
-				next.ServeHTTP(w, r)
-			})
-		}
-	}
-	h := Chain(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { order = append(order, "handler") }), mw("a"), mw("b"), mw("c"))
-	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/", nil))
-	if got, want := strings.Join(order, ","), "a,b,c,handler"; got != want {
-		t.Errorf("Chain order = %s, want %s", got, want)
-	}
-}

@@ -1,7 +1,6 @@
 package issuerapi
 
 import (
-	"log/slog"
 	"net/http"
 	"strconv"
 
@@ -40,15 +39,11 @@ func (a *API) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if status >= 500 {
 		a.log.ErrorContext(r.Context(), "request failed", "code", e.Code, "err", e.Err, "path", r.URL.Path)
 	}
-	if status == http.StatusUnauthorized && e.Code == "invalid_token" {
+	if status == http.StatusUnauthorized && e.Code == auth.CodeInvalidToken {
 		w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
 	}
 	if status == http.StatusServiceUnavailable && w.Header().Get("Retry-After") == "" {
 		w.Header().Set("Retry-After", strconv.Itoa(1))
 	}
 	problem.Write(w, problem.Problem{Status: status, Code: e.Code, Detail: e.Message, Errors: e.Fields})
-}
-
-func (a *API) logInfo(r *http.Request, msg string, args ...any) {
-	a.log.Log(r.Context(), slog.LevelInfo, msg, args...)
 }

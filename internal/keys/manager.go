@@ -301,11 +301,3 @@ func (m *Manager) List(ctx context.Context) ([]Info, error) {
 	}
 	return out, nil
 }
-
-// describe is k's Info as of the latest load.
-func (m *Manager) describe(k store.SigningKey) Info {
-	m.snap.mu.RLock()
-	s := m.snap.s
-	m.snap.mu.RUnlock()
-	return describe(s.keys, k, m.now())
-}

@@ -93,9 +93,6 @@ func NewHasher(p Params, maxConcurrent int, rand io.Reader) *Hasher {
 	return &Hasher{params: p, rand: rand, lim: defaultLimits, sem: make(chan struct{}, maxConcurrent)}
 }
 
-// Params returns the parameters h writes new hashes with.
-func (h *Hasher) Params() Params { return h.params }
-
 // SetMaxWaiting makes callers fail fast with ErrBusy instead of queueing when
 // n callers are already waiting for a slot. n <= 0 lets every caller wait (the
 // default). Safe to call while the Hasher is in use.

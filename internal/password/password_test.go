@@ -183,12 +183,6 @@ func TestVerifyDummy(t *testing.T) {
 	}
 }
 
-func TestParams(t *testing.T) {
-	if got := NewHasher(DefaultParams, 1, rand.Reader).Params(); got != DefaultParams {
-		t.Errorf("Params() = %+v, want %+v", got, DefaultParams)
-	}
-}
-
 // TestConcurrencyBound holds every computation inside the slot until the
 // test releases it, so the bound is observed without relying on timing.
 func TestConcurrencyBound(t *testing.T) {

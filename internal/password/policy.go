@@ -125,7 +125,3 @@ func commonPasswords() map[string]struct{} {
 	})
 	return commonSet
 }
-
-// CommonListSize returns the number of entries of the shipped
-// common-password list.
-func CommonListSize() int { return len(commonPasswords()) }
