@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/url"
 	"strings"
@@ -96,6 +97,17 @@ func Open(rawURL string, timeout time.Duration) (*Store, error) {
 // call waits at most timeout.
 func New(client *redis.Client, prefix string, timeout time.Duration) *Store {
 	return &Store{client: client, limiter: redis_rate.NewLimiter(client), prefix: prefix, timeout: timeout}
+}
+
+// SetLog sends the Redis client's own messages (failed dials, pool
+// trouble: addresses, never credentials) to log as warnings instead of
+// plain lines on stderr. The client's logger is process-wide.
+func SetLog(log *slog.Logger) { redis.SetLogger(clientLog{log}) }
+
+type clientLog struct{ log *slog.Logger }
+
+func (l clientLog) Printf(ctx context.Context, format string, v ...any) {
+	l.log.WarnContext(ctx, "redis client", "detail", fmt.Sprintf(format, v...))
 }
 
 // Close closes the client's connections.
