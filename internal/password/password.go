@@ -194,6 +194,20 @@ func (h *Hasher) Computed() uint64 { return h.computed.Load() }
 // Waiting returns how many callers are queued for a slot now.
 func (h *Hasher) Waiting() int64 { return h.waiting.Load() }
 
+// Running returns how many computations hold a slot now.
+func (h *Hasher) Running() int { return len(h.sem) }
+
+// Slots returns how many computations h runs at once at most.
+func (h *Hasher) Slots() int { return cap(h.sem) }
+
+// HashMemory returns the memory one argon2 computation with h's parameters
+// allocates. argon2 allocates it afresh for each computation and drops it
+// when done, so at most Slots times HashMemory is live at once (when the
+// hashes verified use h's parameters: a stored hash with a larger memory
+// parameter costs its own while it is verified), and each computation
+// leaves HashMemory of garbage.
+func (h *Hasher) HashMemory() int64 { return int64(h.params.Memory) * 1024 }
+
 // withSlot runs f while holding one of h's slots.
 func (h *Hasher) withSlot(ctx context.Context, f func()) error {
 	if err := h.acquire(ctx); err != nil {

@@ -234,6 +234,51 @@ func TestConcurrencyBound(t *testing.T) {
 	}
 }
 
+func TestSlotsAndHashMemory(t *testing.T) {
+	tests := []struct{ slots, want int }{
+		{1, 1},
+		{4, 4},
+		{0, runtime.GOMAXPROCS(0)},
+	}
+	for _, tt := range tests {
+		h := NewHasher(DefaultParams, tt.slots, rand.Reader)
+		if got := h.Slots(); got != tt.want {
+			t.Errorf("NewHasher(DefaultParams, %d).Slots() = %d, want %d", tt.slots, got, tt.want)
+		}
+		if got, want := h.HashMemory(), int64(19<<20); got != want {
+			t.Errorf("NewHasher(DefaultParams, %d).HashMemory() = %d, want %d", tt.slots, got, want)
+		}
+	}
+}
+
+// TestRunning checks what the issuer's memory returner relies on: a
+// computation holding a slot shows in Running until it is done.
+func TestRunning(t *testing.T) {
+	h := NewHasher(cheap, 2, rand.Reader)
+	entered, gate := make(chan struct{}), make(chan struct{})
+	h.slotHook = func() func() {
+		entered <- struct{}{}
+		<-gate
+		return func() {}
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := h.Hash(context.Background(), "pw")
+		done <- err
+	}()
+	<-entered
+	if got := h.Running(); got != 1 {
+		t.Errorf("Running() during a hash = %d, want 1", got)
+	}
+	close(gate)
+	if err := <-done; err != nil {
+		t.Fatalf("Hash() = %v", err)
+	}
+	if got := h.Running(); got != 0 {
+		t.Errorf("Running() after the hash = %d, want 0", got)
+	}
+}
+
 // fillSlots takes every slot of h, as if long computations were running.
 func fillSlots(h *Hasher) (release func()) {
 	for range cap(h.sem) {
@@ -250,7 +295,6 @@ func TestAcquireContext(t *testing.T) {
 	t.Run("cancelled while waiting", func(t *testing.T) {
 		h := NewHasher(cheap, 1, rand.Reader)
 		release := fillSlots(h)
-		defer release()
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() {
@@ -264,6 +308,10 @@ func TestAcquireContext(t *testing.T) {
 		}
 		if n := h.waiting.Load(); n != 0 {
 			t.Errorf("waiting after cancel = %d, want 0", n)
+		}
+		release()
+		if n := h.Computed(); n != 0 {
+			t.Errorf("Computed() after a cancelled wait and the slots freed = %d, want 0", n)
 		}
 	})
 	t.Run("cancelled before", func(t *testing.T) {
