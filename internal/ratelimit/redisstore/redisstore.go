@@ -46,7 +46,7 @@ func IsURL(s string) bool {
 // prefix. Its errors never repeat the URL: it may carry a password.
 func Options(rawURL string, timeout time.Duration) (*redis.Options, string, error) {
 	if !IsURL(rawURL) {
-		return nil, "", errors.New("want redis://[user:pass@]host[:port][/db] or rediss://...")
+		return nil, "", errors.New("want redis://[user:pass@]host[:port][/db], or rediss:// for TLS")
 	}
 	u, err := url.Parse(rawURL)
 	if err != nil {
