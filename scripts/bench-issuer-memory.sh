@@ -19,7 +19,8 @@
 # Environment: ROUNDS (2), CLIENTS (500), DURATION (20s), SETTLE (60s: how
 # long to wait for the RSS to fall), AFTER_MIB (48), DATABASE_URL (a
 # PostgreSQL URL to run on it instead of SQLite; its users table must not
-# hold flood@example.com with another password).
+# hold flood@example.com with another password, and its signing key is
+# sealed under bin/loginflood.kek, made by the first run).
 set -euo pipefail
 
 ROUNDS=${ROUNDS:-2}
@@ -35,7 +36,9 @@ go build -o bin/loginflood ./internal/benchtools/loginflood
 
 db=()
 if [ -n "${DATABASE_URL:-}" ]; then
-	db=(-database-url "$DATABASE_URL")
+	# The database keeps the signing key sealed under the first run's
+	# key-encryption key: every later run needs the same one.
+	db=(-database-url "$DATABASE_URL" -kek-file bin/loginflood.kek)
 fi
 
 for round in $(seq "$ROUNDS"); do

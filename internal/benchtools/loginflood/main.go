@@ -39,6 +39,7 @@ const (
 
 type options struct {
 	issuer, databaseURL string
+	kekFile             string
 	clients             int
 	duration, settle    time.Duration
 	maxPeak, maxAfter   float64 // MiB; 0: not checked
@@ -51,6 +52,7 @@ func main() {
 	var extra, env string
 	flag.StringVar(&o.issuer, "issuer", "bin/issuer", "issuer binary")
 	flag.StringVar(&o.databaseURL, "database-url", "", "issuer database (default: a fresh SQLite file)")
+	flag.StringVar(&o.kekFile, "kek-file", "", "the issuer's key-encryption key, created when missing: give the same one for every run on one -database-url (default: a fresh one)")
 	flag.IntVar(&o.clients, "clients", 500, "concurrent clients logging in")
 	flag.DurationVar(&o.duration, "duration", 20*time.Second, "how long the flood lasts")
 	flag.DurationVar(&o.settle, "settle", 60*time.Second, "how long to wait after the flood for the resident memory to fall under -max-after")
@@ -321,19 +323,24 @@ func (is *issuer) stop() {
 // startIssuer runs issuer serve with every rate limit lifted, and waits for
 // its API listener.
 func startIssuer(o options, dir string) (*issuer, error) {
-	kek := make([]byte, 32)
-	if _, err := rand.Read(kek); err != nil {
-		return nil, err
+	kekFile := o.kekFile
+	if kekFile == "" {
+		kekFile = filepath.Join(dir, "kek")
 	}
-	kekFile := filepath.Join(dir, "kek")
-	if err := os.WriteFile(kekFile, []byte(base64.StdEncoding.EncodeToString(kek)), 0o600); err != nil {
-		return nil, err
+	if _, err := os.Stat(kekFile); errors.Is(err, os.ErrNotExist) {
+		kek := make([]byte, 32)
+		if _, err := rand.Read(kek); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(kekFile, []byte(base64.StdEncoding.EncodeToString(kek)), 0o600); err != nil {
+			return nil, err
+		}
 	}
 	args := []string{"serve", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
 		"--database-url", o.databaseURL, "--kek-file", kekFile,
 		"--issuer-url", "http://issuer.test", "--audience", "api", "--log-level", "info"}
 	for _, name := range ratelimit.Names() {
-		args = append(args, "--rate-limit", name+"=1000000/1s")
+		args = append(args, "--rate-limit", name+"=1000000/1m")
 	}
 	args = append(args, o.extra...)
 	cmd := exec.Command(o.issuer, args...)
