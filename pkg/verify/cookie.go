@@ -147,7 +147,8 @@ func WriteCSRFFailed(w http.ResponseWriter) {
 // WithCookieAuth makes Middleware also accept the access token from c's
 // cookie, refusing with 403 csrf_failed a cookie-authenticated unsafe
 // request that fails the CSRF rule of Authenticate. The check runs before the token is
-// verified, so a forged cross-site request costs no signature check.
+// verified, so a forged cross-site request costs no signature check. It
+// cannot be combined with WithTokenFunc (see there).
 func WithCookieAuth(c CookieAuth) MiddlewareOption {
 	c = c.withDefaults()
 	return func(m *middleware) { m.cookies = &c }

@@ -18,6 +18,15 @@ import (
 // an error wrapping ErrUnknownKey. A token without a kid (allowed for HS256
 // only) is looked up with kid "". The returned key must not be modified
 // afterwards: the Verifier remembers what it derived from it.
+//
+// The sources of this package (NewStaticSource, NewRemoteSource,
+// NewFileSource, and Sources over them) hand the Verifier keys prepared
+// when their set was loaded. Any other KeySource works the same, at the
+// cost of one map lookup per token: the Verifier prepares each key the
+// first time it sees that jwk.Key value and remembers up to 256 of them by
+// identity. Such a source should therefore return the same jwk.Key value
+// for the same key, not a fresh copy per call, or every token pays the
+// conversion.
 type KeySource interface {
 	Key(ctx context.Context, kid string) (jwk.Key, error)
 }
@@ -225,20 +234,56 @@ func (s *staticSource) entry(_ context.Context, kid string) (*keyEntry, error) {
 // Sources returns a KeySource that asks each source in turn and answers
 // with the first key found: for example a remote RS256 key set and a static
 // HS256 secret. A source error other than ErrUnknownKey stops the search,
-// so a key source that is down is never mistaken for an unknown kid.
-func Sources(srcs ...KeySource) KeySource { return multiSource(slices.Clone(srcs)) }
+// so a key source that is down is never mistaken for an unknown kid. Keys
+// of this package's sources keep their prepared form through it.
+func Sources(srcs ...KeySource) KeySource {
+	return &multiSource{srcs: slices.Clone(srcs), foreign: new(entryCache)}
+}
 
-type multiSource []KeySource
+type multiSource struct {
+	srcs    []KeySource
+	foreign *entryCache // prepared keys of the sources not of this package
+}
 
-func (m multiSource) Key(ctx context.Context, kid string) (jwk.Key, error) {
-	for _, s := range m {
-		k, err := s.Key(ctx, kid)
+var (
+	_ KeySource   = (*multiSource)(nil)
+	_ entrySource = (*multiSource)(nil)
+)
+
+func (m *multiSource) Key(ctx context.Context, kid string) (jwk.Key, error) {
+	e, err := m.entry(ctx, kid)
+	if err != nil {
+		return nil, err
+	}
+	return e.key, nil
+}
+
+func (m *multiSource) entry(ctx context.Context, kid string) (*keyEntry, error) {
+	for _, s := range m.srcs {
+		e, err := entryOf(ctx, s, m.foreign, kid)
 		if err == nil {
-			return k, nil
+			return e, nil
 		}
 		if !errors.Is(err, ErrUnknownKey) {
 			return nil, err
 		}
 	}
 	return nil, ErrUnknownKey
+}
+
+// entryOf asks src for kid's prepared key: directly from a source of this
+// package, through cache for any other.
+func entryOf(ctx context.Context, src KeySource, cache *entryCache, kid string) (*keyEntry, error) {
+	if es, ok := src.(entrySource); ok {
+		return es.entry(ctx, kid)
+	}
+	k, err := src.Key(ctx, kid)
+	if err != nil {
+		return nil, err
+	}
+	e, err := cache.get(k)
+	if err != nil {
+		return nil, fmt.Errorf("%w: unusable key: %w", ErrUnknownKey, err)
+	}
+	return e, nil
 }

@@ -114,7 +114,7 @@ type keyDropper interface {
 var (
 	_ keyDropper = (*RemoteSource)(nil)
 	_ keyDropper = (*FileSource)(nil)
-	_ keyDropper = multiSource(nil)
+	_ keyDropper = (*multiSource)(nil)
 )
 
 // droppedKids are the kids a revocation list took out of a source. A kid is
@@ -187,8 +187,8 @@ func (s *FileSource) dropKeys(kids []string) {
 	}
 }
 
-func (m multiSource) dropKeys(kids []string) {
-	for _, s := range m {
+func (m *multiSource) dropKeys(kids []string) {
+	for _, s := range m.srcs {
 		if d, ok := s.(keyDropper); ok {
 			d.dropKeys(kids)
 		}

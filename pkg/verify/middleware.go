@@ -54,14 +54,17 @@ func OnReject(fn func(r *http.Request, err error)) MiddlewareOption {
 }
 
 // WithTokenFunc replaces BearerToken as the way the token is taken from a
-// request, for example to also read a cookie.
+// request, for example to read another header. It cannot be combined with
+// WithCookieAuth, which decides itself between the header and the cookie
+// (and applies the CSRF rule to the cookie): Middleware panics when given
+// both, rather than silently ignoring one.
 func WithTokenFunc(fn func(r *http.Request) (string, bool)) MiddlewareOption {
 	return func(m *middleware) { m.token = fn }
 }
 
 type middleware struct {
 	v        *Verifier
-	token    func(*http.Request) (string, bool) // used only without cookies; nil: Authenticate
+	token    func(*http.Request) (string, bool) // nil: Authenticate
 	cookies  *CookieAuth                        // nil: the Authorization header only
 	onReject func(*http.Request, error)
 }
@@ -69,7 +72,8 @@ type middleware struct {
 // Middleware returns a handler wrapper that lets a request through only
 // with a valid access token, with the Identity in its context (see
 // FromContext). Anything else is answered by WriteUnauthorized; the next
-// handler never runs.
+// handler never runs. It panics on a nil Verifier, and on WithTokenFunc
+// together with WithCookieAuth.
 func Middleware(v *Verifier, opts ...MiddlewareOption) func(http.Handler) http.Handler {
 	if v == nil {
 		panic("verify: Middleware with a nil Verifier")
@@ -78,10 +82,13 @@ func Middleware(v *Verifier, opts ...MiddlewareOption) func(http.Handler) http.H
 	for _, o := range opts {
 		o(m)
 	}
+	if m.token != nil && m.cookies != nil {
+		panic("verify: Middleware with both WithTokenFunc and WithCookieAuth: the cookie rule takes the token from the header or the cookie itself")
+	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			tok, ok := "", false
-			if m.token != nil && m.cookies == nil {
+			if m.token != nil {
 				tok, ok = m.token(r)
 			} else {
 				var err error

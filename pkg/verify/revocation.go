@@ -515,13 +515,22 @@ func (s *RevocationSource) fetch(base *revocationSet) (next *revocationSet, chan
 	if n := len(feed.Sessions) + len(feed.Keys); n > s.maxEntries {
 		return nil, false, resp.StatusCode, fmt.Errorf("%w: %d entries, at most %d", ErrRevocationsOverflow, n, s.maxEntries)
 	}
-	next = &revocationSet{
+	next, err = mergeFeed(base, &feed, resp.Header.Get("ETag"), s.now())
+	if err != nil {
+		return nil, false, resp.StatusCode, err
+	}
+	return next, true, resp.StatusCode, nil
+}
+
+// mergeFeed builds the set an answer makes: base (nil for a full list)
+// with feed's entries added, those expired at now left out.
+func mergeFeed(base *revocationSet, feed *revocationFeed, etag string, now time.Time) (*revocationSet, error) {
+	next := &revocationSet{
 		sessions: make(map[string]time.Time, len(feed.Sessions)+len(base.sessionsOrNil())),
 		keys:     make(map[string]time.Time, len(feed.Keys)+len(base.keysOrNil())),
 		cursor:   feed.Cursor,
-		etag:     resp.Header.Get("ETag"),
+		etag:     etag,
 	}
-	now := s.now()
 	if base != nil {
 		for sid, until := range base.sessions {
 			next.add(next.sessions, sid, until, now)
@@ -535,17 +544,17 @@ func (s *RevocationSource) fetch(base *revocationSet) (next *revocationSet, chan
 	}
 	for _, e := range feed.Sessions {
 		if e.SID == "" || e.Until.IsZero() {
-			return nil, false, resp.StatusCode, errors.New("fetch revocations: a session without sid or until")
+			return nil, errors.New("fetch revocations: a session without sid or until")
 		}
 		next.add(next.sessions, e.SID, e.Until, now)
 	}
 	for _, e := range feed.Keys {
 		if e.KID == "" || e.Until.IsZero() {
-			return nil, false, resp.StatusCode, errors.New("fetch revocations: a key without kid or until")
+			return nil, errors.New("fetch revocations: a key without kid or until")
 		}
 		next.add(next.keys, e.KID, e.Until, now)
 	}
-	return next, true, resp.StatusCode, nil
+	return next, nil
 }
 
 func (rs *revocationSet) sessionsOrNil() map[string]time.Time {

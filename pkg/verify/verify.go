@@ -70,8 +70,7 @@ type Identity struct {
 // Verifier verifies access tokens. It is safe for concurrent use.
 type Verifier struct {
 	src      KeySource
-	entries  entrySource // src itself when it hands out prepared keys
-	keys     entryCache  // prepared keys of a foreign src
+	keys     entryCache // prepared keys of a foreign src
 	issuer   string
 	audience string
 	rs256    bool
@@ -137,7 +136,6 @@ func New(src KeySource, cfg Config) (*Verifier, error) {
 	if v.maxBytes == 0 {
 		v.maxBytes = defaultMaxTokenBytes
 	}
-	v.entries, _ = src.(entrySource)
 	v.lookup, _ = src.(keyLookup)
 	if cfg.CacheSize > 0 {
 		v.cache = newTokenCache(cfg.CacheSize)
@@ -267,18 +265,7 @@ func (v *Verifier) algorithm(h joseHeader) (string, *Error) {
 // entry finds the prepared key for kid. A source of this package hands it
 // out directly; for a foreign source the conversion is cached per key.
 func (v *Verifier) entry(ctx context.Context, kid string) (*keyEntry, error) {
-	if v.entries != nil {
-		return v.entries.entry(ctx, kid)
-	}
-	k, err := v.src.Key(ctx, kid)
-	if err != nil {
-		return nil, err
-	}
-	e, err := v.keys.get(k)
-	if err != nil {
-		return nil, fmt.Errorf("%w: unusable key: %w", ErrUnknownKey, err)
-	}
-	return e, nil
+	return entryOf(ctx, v.src, &v.keys, kid)
 }
 
 // checkSignature verifies sig over input with key, which fitFor has
