@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/palisade-auth/palisade/internal/apperr"
 	"github.com/palisade-auth/palisade/internal/store"
 )
 
@@ -43,27 +42,15 @@ func (s *Service) AdminAudit(ctx context.Context, a Actor, in AuditQuery) (Audit
 	if !validText(in.Type, maxFilterLen) {
 		return AuditPage{}, errMalformedField("type", "The type filter must be at most 200 printable characters.")
 	}
-	limit, err := pageSize(in.Limit)
+	es, next, err := listPage(PageQuery{Limit: in.Limit, Cursor: in.Cursor}, cursorAudit,
+		func(limit int, after *store.PageCursor) ([]store.AuditEvent, error) {
+			return s.st.ListAudit(ctx, store.AuditFilter{
+				UserID: in.UserID, Type: in.Type, Since: in.Since, Until: in.Until, Limit: limit, After: after,
+			})
+		},
+		func(e store.AuditEvent) (time.Time, string) { return e.OccurredAt, e.ID })
 	if err != nil {
 		return AuditPage{}, err
 	}
-	f := store.AuditFilter{UserID: in.UserID, Type: in.Type, Since: in.Since, Until: in.Until, Limit: limit + 1}
-	if in.Cursor != "" {
-		at, id, err := decodeCursor(cursorAudit, in.Cursor)
-		if err != nil {
-			return AuditPage{}, err
-		}
-		f.After = &store.AuditCursor{OccurredAt: at, ID: id}
-	}
-	es, err := s.st.ListAudit(ctx, f)
-	if err != nil {
-		return AuditPage{}, apperr.Internal(err)
-	}
-	page := AuditPage{Events: es}
-	if len(es) > limit {
-		page.Events = es[:limit]
-		last := page.Events[limit-1]
-		page.Next = encodeCursor(cursorAudit, last.OccurredAt, last.ID)
-	}
-	return page, nil
+	return AuditPage{Events: es, Next: next}, nil
 }

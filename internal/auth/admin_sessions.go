@@ -3,8 +3,8 @@ package auth
 import (
 	"context"
 	"errors"
+	"time"
 
-	"github.com/palisade-auth/palisade/internal/apperr"
 	"github.com/palisade-auth/palisade/internal/store"
 )
 
@@ -20,28 +20,16 @@ func (s *Service) AdminSessions(ctx context.Context, a Actor, userID string, pq 
 	if _, err := s.AdminUser(ctx, a, userID); err != nil {
 		return SessionPage{}, err
 	}
-	limit, err := pageSize(pq.Limit)
+	now := s.clock()
+	ss, next, err := listPage(pq, cursorSessions,
+		func(limit int, after *store.PageCursor) ([]store.Session, error) {
+			return s.st.ListSessions(ctx, store.SessionFilter{UserID: userID, ActiveAt: now, Limit: limit, After: after})
+		},
+		func(x store.Session) (time.Time, string) { return x.CreatedAt, x.ID })
 	if err != nil {
 		return SessionPage{}, err
 	}
-	f := store.SessionFilter{UserID: userID, ActiveAt: s.clock(), Limit: limit + 1}
-	if pq.Cursor != "" {
-		at, id, err := decodeCursor(cursorSessions, pq.Cursor)
-		if err != nil {
-			return SessionPage{}, err
-		}
-		f.After = &store.SessionCursor{CreatedAt: at, ID: id}
-	}
-	ss, err := s.st.ListSessions(ctx, f)
-	if err != nil {
-		return SessionPage{}, apperr.Internal(err)
-	}
-	var page SessionPage
-	if len(ss) > limit {
-		ss = ss[:limit]
-		last := ss[limit-1]
-		page.Next = encodeCursor(cursorSessions, last.CreatedAt, last.ID)
-	}
+	page := SessionPage{Next: next}
 	page.Sessions = make([]SessionView, len(ss))
 	for i, x := range ss {
 		page.Sessions[i] = SessionView{Session: x, Current: a.SessionID != "" && x.ID == a.SessionID}

@@ -42,29 +42,15 @@ func (s *Service) AdminUsers(ctx context.Context, a Actor, in UserQuery) (UserPa
 	if !utf8.ValidString(in.Email) || len(email) > maxEmailLen {
 		return UserPage{}, errMalformedField("email", "The email filter must be at most 254 characters.")
 	}
-	limit, err := pageSize(in.Limit)
+	us, next, err := listPage(PageQuery{Limit: in.Limit, Cursor: in.Cursor}, cursorUsers,
+		func(limit int, after *store.PageCursor) ([]store.User, error) {
+			return s.st.ListUsers(ctx, store.UserFilter{EmailContains: email, Limit: limit, After: after})
+		},
+		func(u store.User) (time.Time, string) { return u.CreatedAt, u.ID })
 	if err != nil {
 		return UserPage{}, err
 	}
-	f := store.UserFilter{EmailContains: email, Limit: limit + 1}
-	if in.Cursor != "" {
-		at, id, err := decodeCursor(cursorUsers, in.Cursor)
-		if err != nil {
-			return UserPage{}, err
-		}
-		f.After = &store.UserCursor{CreatedAt: at, ID: id}
-	}
-	us, err := s.st.ListUsers(ctx, f)
-	if err != nil {
-		return UserPage{}, apperr.Internal(err)
-	}
-	page := UserPage{Users: us}
-	if len(us) > limit {
-		page.Users = us[:limit]
-		last := page.Users[limit-1]
-		page.Next = encodeCursor(cursorUsers, last.CreatedAt, last.ID)
-	}
-	return page, nil
+	return UserPage{Users: us, Next: next}, nil
 }
 
 // AdminUser returns one account.

@@ -29,13 +29,19 @@ func errMalformedField(field, msg string) error {
 	return e
 }
 
+// ErrPageLimit is the answer to a page size out of range, or to a ?limit=
+// that is no integer.
+func ErrPageLimit() error {
+	return errMalformedField("limit", "limit must be an integer from 1 to "+strconv.Itoa(MaxPageSize)+".")
+}
+
 // pageSize applies the default to 0 and refuses what is out of range.
 func pageSize(n int) (int, error) {
 	switch {
 	case n == 0:
 		return DefaultPageSize, nil
 	case n < 1 || n > MaxPageSize:
-		return 0, errMalformedField("limit", "limit must be an integer from 1 to "+strconv.Itoa(MaxPageSize)+".")
+		return 0, ErrPageLimit()
 	}
 	return n, nil
 }
@@ -90,7 +96,7 @@ func decodeCursor(list, s string) (time.Time, string, error) {
 	return c.At.UTC(), c.ID, nil
 }
 
-// listPage reads one page of a list kept in (CreatedAt, ID) order: fetch
+// listPage reads one page of a list kept in (time, ID) order: fetch
 // gets limit+1 items after the cursor's position, so that one more item
 // tells whether another page follows, and the page's last item becomes the
 // next cursor ("" on the last page). list names the list, so a cursor of
@@ -106,7 +112,7 @@ func listPage[T any](pq PageQuery, list string, fetch func(limit int, after *sto
 		if err != nil {
 			return nil, "", err
 		}
-		after = &store.PageCursor{CreatedAt: at, ID: id}
+		after = &store.PageCursor{At: at, ID: id}
 	}
 	items, err := fetch(limit+1, after)
 	if err != nil {

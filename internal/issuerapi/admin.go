@@ -53,11 +53,15 @@ func queryLimit(q url.Values) (int, error) {
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 {
-		e := errMalformed("The request is not valid.")
-		e.Fields = []apperr.FieldError{{Field: "limit", Code: "invalid", Message: "limit must be an integer from 1 to " + strconv.Itoa(auth.MaxPageSize) + "."}}
-		return 0, e
+		return 0, auth.ErrPageLimit()
 	}
 	return n, nil
+}
+
+// queryPage reads ?limit= and ?cursor=, the page of every admin list.
+func queryPage(q url.Values) (auth.PageQuery, error) {
+	limit, err := queryLimit(q)
+	return auth.PageQuery{Limit: limit, Cursor: q.Get("cursor")}, err
 }
 
 // queryTime reads an RFC 3339 time parameter; absent is the zero time.
@@ -93,23 +97,33 @@ func newList[T any](items []T, next string) listJSON[T] {
 	return l
 }
 
+// listOf is the list of items as view shows each.
+func listOf[T, V any](items []T, view func(T) V, next string) listJSON[V] {
+	return newList(views(items, view), next)
+}
+
+// views is each of items as view shows it; never nil.
+func views[T, V any](items []T, view func(T) V) []V {
+	vs := make([]V, len(items))
+	for i, x := range items {
+		vs[i] = view(x)
+	}
+	return vs
+}
+
 func (a *API) adminUsers(w http.ResponseWriter, r *http.Request, actor auth.Actor) {
 	q := r.URL.Query()
-	limit, err := queryLimit(q)
+	pq, err := queryPage(q)
 	if err != nil {
 		a.writeError(w, r, err)
 		return
 	}
-	page, err := a.auth.AdminUsers(r.Context(), actor, auth.UserQuery{Email: q.Get("email"), Limit: limit, Cursor: q.Get("cursor")})
+	page, err := a.auth.AdminUsers(r.Context(), actor, auth.UserQuery{Email: q.Get("email"), Limit: pq.Limit, Cursor: pq.Cursor})
 	if err != nil {
 		a.writeError(w, r, err)
 		return
 	}
-	items := make([]userJSON, len(page.Users))
-	for i, u := range page.Users {
-		items[i] = userView(u)
-	}
-	a.writeJSON(w, r, http.StatusOK, newList(items, page.Next))
+	a.writeJSON(w, r, http.StatusOK, listOf(page.Users, userView, page.Next))
 }
 
 func (a *API) adminUser(w http.ResponseWriter, r *http.Request, actor auth.Actor) {
@@ -146,22 +160,17 @@ func (a *API) adminUpdateUser(w http.ResponseWriter, r *http.Request, actor auth
 }
 
 func (a *API) adminSessions(w http.ResponseWriter, r *http.Request, actor auth.Actor) {
-	q := r.URL.Query()
-	limit, err := queryLimit(q)
+	pq, err := queryPage(r.URL.Query())
 	if err != nil {
 		a.writeError(w, r, err)
 		return
 	}
-	page, err := a.auth.AdminSessions(r.Context(), actor, r.PathValue("id"), auth.PageQuery{Limit: limit, Cursor: q.Get("cursor")})
+	page, err := a.auth.AdminSessions(r.Context(), actor, r.PathValue("id"), pq)
 	if err != nil {
 		a.writeError(w, r, err)
 		return
 	}
-	items := make([]sessionJSON, len(page.Sessions))
-	for i, s := range page.Sessions {
-		items[i] = sessionView(s)
-	}
-	a.writeJSON(w, r, http.StatusOK, newList(items, page.Next))
+	a.writeJSON(w, r, http.StatusOK, listOf(page.Sessions, sessionView, page.Next))
 }
 
 func (a *API) adminRevokeSessions(w http.ResponseWriter, r *http.Request, actor auth.Actor) {
@@ -174,7 +183,7 @@ func (a *API) adminRevokeSessions(w http.ResponseWriter, r *http.Request, actor 
 
 func (a *API) adminAudit(w http.ResponseWriter, r *http.Request, actor auth.Actor) {
 	q := r.URL.Query()
-	limit, err := queryLimit(q)
+	pq, err := queryPage(q)
 	if err != nil {
 		a.writeError(w, r, err)
 		return
@@ -190,17 +199,13 @@ func (a *API) adminAudit(w http.ResponseWriter, r *http.Request, actor auth.Acto
 		return
 	}
 	page, err := a.auth.AdminAudit(r.Context(), actor, auth.AuditQuery{
-		UserID: q.Get("user_id"), Type: q.Get("type"), Since: since, Until: until, Limit: limit, Cursor: q.Get("cursor"),
+		UserID: q.Get("user_id"), Type: q.Get("type"), Since: since, Until: until, Limit: pq.Limit, Cursor: pq.Cursor,
 	})
 	if err != nil {
 		a.writeError(w, r, err)
 		return
 	}
-	items := make([]auditJSON, len(page.Events))
-	for i, e := range page.Events {
-		items[i] = auditView(e)
-	}
-	a.writeJSON(w, r, http.StatusOK, newList(items, page.Next))
+	a.writeJSON(w, r, http.StatusOK, listOf(page.Events, auditView, page.Next))
 }
 
 // auditJSON is an audit entry (API.md section 5), with actor_id when an

@@ -44,13 +44,9 @@ func (a *API) listKeys(w http.ResponseWriter, r *http.Request, actor auth.Actor)
 		a.writeError(w, r, err)
 		return
 	}
-	items := make([]keyJSON, len(ks))
-	for i, k := range ks {
-		items[i] = keyView(k)
-	}
 	a.writeJSON(w, r, http.StatusOK, struct {
 		Keys []keyJSON `json:"keys"`
-	}{items})
+	}{views(ks, keyView)})
 }
 
 // rotateKeyRequest: activate_in in seconds; absent is --activate-in.

@@ -153,14 +153,10 @@ func (a *API) sessions(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	out := struct {
-		Sessions []sessionJSON `json:"sessions"`
-	}{Sessions: make([]sessionJSON, len(ss))}
-	for i, s := range ss {
-		out.Sessions[i] = sessionView(s)
-	}
 	w.Header().Set("Cache-Control", "no-store")
-	a.writeJSON(w, r, http.StatusOK, out)
+	a.writeJSON(w, r, http.StatusOK, struct {
+		Sessions []sessionJSON `json:"sessions"`
+	}{views(ss, sessionView)})
 }
 
 func (a *API) revokeSession(w http.ResponseWriter, r *http.Request) {

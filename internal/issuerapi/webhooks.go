@@ -122,22 +122,17 @@ func (a *API) createWebhook(w http.ResponseWriter, r *http.Request, actor auth.A
 }
 
 func (a *API) listWebhooks(w http.ResponseWriter, r *http.Request, actor auth.Actor) {
-	q := r.URL.Query()
-	limit, err := queryLimit(q)
+	pq, err := queryPage(r.URL.Query())
 	if err != nil {
 		a.writeError(w, r, err)
 		return
 	}
-	page, err := a.auth.AdminWebhooks(r.Context(), actor, auth.PageQuery{Limit: limit, Cursor: q.Get("cursor")})
+	page, err := a.auth.AdminWebhooks(r.Context(), actor, pq)
 	if err != nil {
 		a.writeError(w, r, err)
 		return
 	}
-	items := make([]webhookJSON, len(page.Endpoints))
-	for i, e := range page.Endpoints {
-		items[i] = webhookView(e)
-	}
-	a.writeJSON(w, r, http.StatusOK, newList(items, page.Next))
+	a.writeJSON(w, r, http.StatusOK, listOf(page.Endpoints, webhookView, page.Next))
 }
 
 func (a *API) webhook(w http.ResponseWriter, r *http.Request, actor auth.Actor) {
@@ -218,23 +213,19 @@ func (a *API) rotateWebhookSecret(w http.ResponseWriter, r *http.Request, actor 
 
 func (a *API) webhookDeliveries(w http.ResponseWriter, r *http.Request, actor auth.Actor) {
 	q := r.URL.Query()
-	limit, err := queryLimit(q)
+	pq, err := queryPage(q)
 	if err != nil {
 		a.writeError(w, r, err)
 		return
 	}
 	page, err := a.auth.AdminWebhookDeliveries(r.Context(), actor, r.PathValue("id"), auth.DeliveryQuery{
-		Status: q.Get("status"), Limit: limit, Cursor: q.Get("cursor"),
+		Status: q.Get("status"), Limit: pq.Limit, Cursor: pq.Cursor,
 	})
 	if err != nil {
 		a.writeError(w, r, err)
 		return
 	}
-	items := make([]deliveryJSON, len(page.Deliveries))
-	for i, d := range page.Deliveries {
-		items[i] = deliveryView(d)
-	}
-	a.writeJSON(w, r, http.StatusOK, newList(items, page.Next))
+	a.writeJSON(w, r, http.StatusOK, listOf(page.Deliveries, deliveryView, page.Next))
 }
 
 func (a *API) redeliver(w http.ResponseWriter, r *http.Request, actor auth.Actor) {

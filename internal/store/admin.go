@@ -12,13 +12,7 @@ type UserFilter struct {
 	// (compared as is: pass it normalized).
 	EmailContains string
 	Limit         int
-	After         *UserCursor // the (CreatedAt, ID) of the last user seen
-}
-
-// UserCursor is a position in the oldest-first user order.
-type UserCursor struct {
-	CreatedAt time.Time
-	ID        string
+	After         *PageCursor // the (CreatedAt, ID) of the last user seen
 }
 
 // SessionFilter selects one user's active sessions: unrevoked and unexpired
@@ -27,13 +21,7 @@ type SessionFilter struct {
 	UserID   string
 	ActiveAt time.Time
 	Limit    int
-	After    *SessionCursor // the (CreatedAt, ID) of the last session seen
-}
-
-// SessionCursor is a position in the newest-first session order.
-type SessionCursor struct {
-	CreatedAt time.Time
-	ID        string
+	After    *PageCursor // the (CreatedAt, ID) of the last session seen
 }
 
 // UserChange is a partial update of a user: nil fields stay as they are.

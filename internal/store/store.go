@@ -128,13 +128,7 @@ type AuditFilter struct {
 	Since  time.Time // inclusive
 	Until  time.Time // exclusive
 	Limit  int
-	After  *AuditCursor
-}
-
-// AuditCursor is a position in the newest-first audit order.
-type AuditCursor struct {
-	OccurredAt time.Time
-	ID         string
+	After  *PageCursor
 }
 
 // SigningKey is an RS256 key pair. The private key is sealed (encrypted under

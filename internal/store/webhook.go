@@ -57,10 +57,11 @@ type WebhookEndpointFilter struct {
 	After *PageCursor
 }
 
-// PageCursor is a position in a list ordered by (CreatedAt, ID).
+// PageCursor is a position in a list ordered by time, then ID: At is the
+// CreatedAt of the last entry seen (the OccurredAt of an audit entry).
 type PageCursor struct {
-	CreatedAt time.Time
-	ID        string
+	At time.Time
+	ID string
 }
 
 // WebhookDelivery is one event to deliver to one endpoint. Its ID is the

@@ -9,6 +9,7 @@ package ratelimittest
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -21,6 +22,7 @@ import (
 // ones').
 func RunTests(t *testing.T, newStore func(t *testing.T) ratelimit.Store) {
 	t.Run("burst then refuse", func(t *testing.T) { burst(t, newStore(t)) })
+	t.Run("remaining is exact with uneven intervals", func(t *testing.T) { uneven(t, newStore(t)) })
 	t.Run("refills one interval at a time", func(t *testing.T) { refill(t, newStore(t)) })
 	t.Run("keys are independent", func(t *testing.T) { independent(t, newStore(t)) })
 	t.Run("concurrent takes allow exactly the count", func(t *testing.T) { concurrent(t, newStore(t)) })
@@ -41,9 +43,12 @@ func take(t *testing.T, st ratelimit.Store, key string, l ratelimit.Limit) ratel
 	return r
 }
 
-// within reports whether got is in (want-slack, want]: a duration the store
-// computed a little after the test's reference point.
-func within(got, want, slack time.Duration) bool { return got <= want && got > want-slack }
+// within reports whether got is in (want-slack, want+1ms]: a duration the
+// store computed a little after the test's reference point (the
+// millisecond absorbs Redis's float seconds).
+func within(got, want, slack time.Duration) bool {
+	return got <= want+time.Millisecond && got > want-slack
+}
 
 // eventually calls ok until it is true or 10 s have passed.
 func eventually(t *testing.T, what string, ok func() bool) {
@@ -74,12 +79,27 @@ func burst(t *testing.T, st ratelimit.Store) {
 	}
 }
 
+// uneven checks Remaining where the interval is no whole number of
+// anything (7 per 13 s), on many keys: a store computing in floats must not
+// come out one short.
+func uneven(t *testing.T, st ratelimit.Store) {
+	l := ratelimit.Limit{Count: 7, Period: 13 * time.Second}
+	for k := 0; k < 50; k++ {
+		key := fmt.Sprintf("uneven-%d", k)
+		for i := 1; i <= 3; i++ {
+			if r := take(t, st, key, l); !r.Allowed || r.Remaining != l.Count-i {
+				t.Fatalf("Take #%d of %s = %+v, want allowed with %d remaining", i, key, r, l.Count-i)
+			}
+		}
+	}
+}
+
 func refill(t *testing.T, st ratelimit.Store) {
 	// One request per second; the burst is two.
 	l := ratelimit.Limit{Count: 2, Period: 2 * time.Second}
 	take(t, st, "refill", l)
 	take(t, st, "refill", l)
-	if r := take(t, st, "refill", l); r.Allowed || r.RetryAfter <= 0 || r.RetryAfter > time.Second {
+	if r := take(t, st, "refill", l); r.Allowed || r.RetryAfter <= 0 || r.RetryAfter > time.Second+time.Millisecond {
 		t.Fatalf("Take over the limit = %+v, want refused, retry after (0, 1s]", r)
 	}
 	// Refusals take nothing: once an interval has passed exactly one more

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/url"
 	"strings"
@@ -129,10 +130,18 @@ func (s *Store) Take(ctx context.Context, key string, l ratelimit.Limit, _ time.
 	if err != nil {
 		return ratelimit.Result{}, err
 	}
-	r := ratelimit.Result{Allowed: res.Allowed > 0, Remaining: res.Remaining, ResetAfter: max(res.ResetAfter, 0)}
+	r := ratelimit.Result{Allowed: res.Allowed > 0, ResetAfter: max(res.ResetAfter, 0)}
 	if !r.Allowed {
 		r.RetryAfter = max(res.RetryAfter, 0)
+		return r, nil
 	}
+	// The script's remaining is its float quotient truncated by Redis, one
+	// short whenever the float falls just under a whole number (for
+	// instance with 7/13s). The room left beyond the reset time, in whole
+	// intervals, is the same quantity computed with a tolerance.
+	interval := float64(l.Period) / float64(l.Count)
+	room := float64(l.Period-r.ResetAfter) / interval
+	r.Remaining = min(l.Count, max(0, int(math.Floor(room+1e-6))))
 	return r, nil
 }
 

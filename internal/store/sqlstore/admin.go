@@ -8,17 +8,6 @@ import (
 	"github.com/palisade-auth/palisade/internal/store"
 )
 
-// maxListPage bounds one ListUsers or ListSessions call whatever the caller
-// asks.
-const maxListPage = 1000
-
-func listLimit(n int) int {
-	if n <= 0 || n > maxListPage {
-		return maxListPage
-	}
-	return n
-}
-
 func (q *queries) ListUsers(ctx context.Context, f store.UserFilter) ([]store.User, error) {
 	var where []string
 	var args []any
@@ -27,18 +16,10 @@ func (q *queries) ListUsers(ctx context.Context, f store.UserFilter) ([]store.Us
 		// of % and _.
 		where, args = append(where, q.contains("email_normalized")), append(args, f.EmailContains)
 	}
-	if c := f.After; c != nil {
-		where = append(where, "(created_at > ? OR (created_at = ? AND id > ?))")
-		args = append(args, ts(c.CreatedAt), ts(c.CreatedAt), c.ID)
-	}
-	query := `SELECT ` + userColumns + ` FROM users`
-	if len(where) > 0 {
-		query += " WHERE " + strings.Join(where, " AND ")
-	}
-	query += " ORDER BY created_at, id LIMIT ?"
-	args = append(args, listLimit(f.Limit))
+	where, args = afterCursor(where, args, "created_at", false, f.After)
+	args = append(args, pageLimit(f.Limit))
 	var out []store.User
-	err := q.selectAll(ctx, &out, query, args...)
+	err := q.selectAll(ctx, &out, pageQuery(`SELECT `+userColumns+` FROM users`, where, "created_at, id"), args...)
 	return out, err
 }
 
@@ -51,17 +32,12 @@ func (q *queries) contains(column string) string {
 }
 
 func (q *queries) ListSessions(ctx context.Context, f store.SessionFilter) ([]store.Session, error) {
-	query := `SELECT ` + sessionColumns + ` FROM sessions
-		WHERE user_id = ? AND revoked_at IS NULL AND expires_at > ?`
+	where := []string{"user_id = ?", "revoked_at IS NULL", "expires_at > ?"}
 	args := []any{f.UserID, ts(f.ActiveAt)}
-	if c := f.After; c != nil {
-		query += " AND (created_at < ? OR (created_at = ? AND id < ?))"
-		args = append(args, ts(c.CreatedAt), ts(c.CreatedAt), c.ID)
-	}
-	query += " ORDER BY created_at DESC, id DESC LIMIT ?"
-	args = append(args, listLimit(f.Limit))
+	where, args = afterCursor(where, args, "created_at", true, f.After)
+	args = append(args, pageLimit(f.Limit))
 	var out []store.Session
-	err := q.selectAll(ctx, &out, query, args...)
+	err := q.selectAll(ctx, &out, pageQuery(`SELECT `+sessionColumns+` FROM sessions`, where, "created_at DESC, id DESC"), args...)
 	return out, err
 }
 

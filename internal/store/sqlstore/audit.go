@@ -2,15 +2,11 @@ package sqlstore
 
 import (
 	"context"
-	"strings"
 
 	"github.com/palisade-auth/palisade/internal/store"
 )
 
 const auditColumns = `id, type, occurred_at, user_id, session_id, actor_id, ip, user_agent, request_id, data`
-
-// maxAuditPage bounds one ListAudit call whatever the caller asks.
-const maxAuditPage = 1000
 
 func (q *queries) AppendAudit(ctx context.Context, e store.AuditEvent) error {
 	_, err := q.exec(ctx, `INSERT INTO audit_events (`+auditColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, `+q.jsonParam()+`)`,
@@ -49,21 +45,9 @@ func (q *queries) ListAudit(ctx context.Context, f store.AuditFilter) ([]store.A
 	if !f.Until.IsZero() {
 		where, args = append(where, "occurred_at < ?"), append(args, ts(f.Until))
 	}
-	if c := f.After; c != nil {
-		where = append(where, "(occurred_at < ? OR (occurred_at = ? AND id < ?))")
-		args = append(args, ts(c.OccurredAt), ts(c.OccurredAt), c.ID)
-	}
-	limit := f.Limit
-	if limit <= 0 || limit > maxAuditPage {
-		limit = maxAuditPage
-	}
-	query := `SELECT ` + auditColumns + ` FROM audit_events`
-	if len(where) > 0 {
-		query += " WHERE " + strings.Join(where, " AND ")
-	}
-	query += " ORDER BY occurred_at DESC, id DESC LIMIT ?"
-	args = append(args, limit)
+	where, args = afterCursor(where, args, "occurred_at", true, f.After)
+	args = append(args, pageLimit(f.Limit))
 	var out []store.AuditEvent
-	err := q.selectAll(ctx, &out, query, args...)
+	err := q.selectAll(ctx, &out, pageQuery(`SELECT `+auditColumns+` FROM audit_events`, where, "occurred_at DESC, id DESC"), args...)
 	return out, err
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/palisade-auth/palisade/internal/store"
@@ -18,9 +17,6 @@ const endpointColumns = `id, url, events, description, format, status, secret, p
 
 const deliveryColumns = `id, endpoint_id, event_id, event_type, status, attempts, next_attempt_at, lease_until,
 	last_attempt_at, last_status_code, last_error, created_at`
-
-// maxWebhookPage bounds one list call whatever the caller asks.
-const maxWebhookPage = 1000
 
 // endpointRow is a webhook_endpoints row as the database holds it.
 type endpointRow struct {
@@ -110,16 +106,10 @@ func (q *queries) WebhookEndpointByID(ctx context.Context, id string) (store.Web
 }
 
 func (q *queries) ListWebhookEndpoints(ctx context.Context, f store.WebhookEndpointFilter) ([]store.WebhookEndpoint, error) {
-	query := `SELECT ` + endpointColumns + ` FROM webhook_endpoints`
-	var args []any
-	if c := f.After; c != nil {
-		query += ` WHERE (created_at > ? OR (created_at = ? AND id > ?))`
-		args = append(args, ts(c.CreatedAt), ts(c.CreatedAt), c.ID)
-	}
-	query += ` ORDER BY created_at, id LIMIT ?`
+	where, args := afterCursor(nil, nil, "created_at", false, f.After)
 	args = append(args, pageLimit(f.Limit))
 	var rows []endpointRow
-	if err := q.selectAll(ctx, &rows, query, args...); err != nil {
+	if err := q.selectAll(ctx, &rows, pageQuery(`SELECT `+endpointColumns+` FROM webhook_endpoints`, where, "created_at, id"), args...); err != nil {
 		return nil, err
 	}
 	out := make([]store.WebhookEndpoint, 0, len(rows))
@@ -131,13 +121,6 @@ func (q *queries) ListWebhookEndpoints(ctx context.Context, f store.WebhookEndpo
 		out = append(out, e)
 	}
 	return out, nil
-}
-
-func pageLimit(n int) int {
-	if n <= 0 || n > maxWebhookPage {
-		return maxWebhookPage
-	}
-	return n
 }
 
 func (q *queries) UpdateWebhookEndpoint(ctx context.Context, e store.WebhookEndpoint) error {
@@ -175,14 +158,10 @@ func (q *queries) ListWebhookDeliveries(ctx context.Context, f store.WebhookDeli
 	if f.Status != "" {
 		where, args = append(where, "status = ?"), append(args, f.Status)
 	}
-	if c := f.After; c != nil {
-		where = append(where, "(created_at < ? OR (created_at = ? AND id < ?))")
-		args = append(args, ts(c.CreatedAt), ts(c.CreatedAt), c.ID)
-	}
+	where, args = afterCursor(where, args, "created_at", true, f.After)
 	args = append(args, pageLimit(f.Limit))
 	var rows []deliveryRow
-	err := q.selectAll(ctx, &rows, `SELECT `+deliveryColumns+` FROM webhook_deliveries
-		WHERE `+strings.Join(where, " AND ")+` ORDER BY created_at DESC, id DESC LIMIT ?`, args...)
+	err := q.selectAll(ctx, &rows, pageQuery(`SELECT `+deliveryColumns+` FROM webhook_deliveries`, where, "created_at DESC, id DESC"), args...)
 	if err != nil {
 		return nil, err
 	}

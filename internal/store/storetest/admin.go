@@ -74,7 +74,7 @@ func testListUsersOrder(t *testing.T, s store.Store) {
 	checkSameList(t, "ListUsers({Limit: 100})", listUsers(t, s, store.UserFilter{Limit: 100}), all)
 	last := all[len(all)-1]
 	checkSameList(t, "ListUsers(after the last)", listUsers(t, s, store.UserFilter{
-		After: &store.UserCursor{CreatedAt: last.CreatedAt, ID: last.ID},
+		After: &store.PageCursor{At: last.CreatedAt, ID: last.ID},
 	}), []store.User(nil))
 }
 
@@ -140,7 +140,7 @@ func testListUsersPaginate(t *testing.T, s store.Store) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := tc.f
 			got := allPages(t, "ListUsers", f.Limit, len(all), func() []store.User { return listUsers(t, s, f) },
-				func(last store.User) { f.After = &store.UserCursor{CreatedAt: last.CreatedAt, ID: last.ID} })
+				func(last store.User) { f.After = &store.PageCursor{At: last.CreatedAt, ID: last.ID} })
 			checkSameList(t, "ListUsers pages of "+showJSON(tc.f), got, tc.want)
 		})
 	}
@@ -198,7 +198,7 @@ func testListSessionsPaginate(t *testing.T, s store.Store) {
 	for _, limit := range []int{1, 2, 3, len(active)} {
 		f := store.SessionFilter{UserID: userID, ActiveAt: t0, Limit: limit}
 		got := allPages(t, "ListSessions", limit, len(active), func() []store.Session { return listSessions(t, s, f) },
-			func(last store.Session) { f.After = &store.SessionCursor{CreatedAt: last.CreatedAt, ID: last.ID} })
+			func(last store.Session) { f.After = &store.PageCursor{At: last.CreatedAt, ID: last.ID} })
 		checkSameList(t, "ListSessions pages of limit "+showJSON(limit), got, active)
 	}
 }

@@ -134,7 +134,7 @@ func testAuditPaginate(t *testing.T, s store.Store) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := tc.f
 			got := allPages(t, "ListAudit", f.Limit, len(all), func() []store.AuditEvent { return listAudit(t, s, f) },
-				func(last store.AuditEvent) { f.After = &store.AuditCursor{OccurredAt: last.OccurredAt, ID: last.ID} })
+				func(last store.AuditEvent) { f.After = &store.PageCursor{At: last.OccurredAt, ID: last.ID} })
 			checkSameList(t, "ListAudit pages of "+showJSON(tc.f), got, tc.want)
 		})
 	}

@@ -294,7 +294,7 @@ func testWebhookEndpointList(t *testing.T, s store.Store) {
 			break
 		}
 		last := page[len(page)-1]
-		f.After = &store.PageCursor{CreatedAt: last.CreatedAt, ID: last.ID}
+		f.After = &store.PageCursor{At: last.CreatedAt, ID: last.ID}
 	}
 	ok := len(got) == len(want)
 	for i := 0; ok && i < len(got); i++ {
@@ -388,7 +388,7 @@ func testWebhookDeliveryList(t *testing.T, s store.Store) {
 			break
 		}
 		last := page[len(page)-1]
-		f.After = &store.PageCursor{CreatedAt: last.CreatedAt, ID: last.ID}
+		f.After = &store.PageCursor{At: last.CreatedAt, ID: last.ID}
 	}
 	if !slices.EqualFunc(paged, want, func(a, b store.WebhookDelivery) bool { return a.ID == b.ID }) {
 		t.Errorf("ListWebhookDeliveries pages = %d deliveries, want the 5 in order", len(paged))
