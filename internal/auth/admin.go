@@ -56,10 +56,16 @@ func (s *Service) authorizeRead(ctx context.Context, a Actor) error {
 	return nil
 }
 
+// userReader reads an account: store.Queries, or a store.UserTx, whose
+// transaction a write on another account runs in.
+type userReader interface {
+	UserByID(ctx context.Context, id string) (store.User, error)
+}
+
 // authorizeWrite re-reads the acting admin inside the write's transaction:
 // an admin demoted or disabled since their access token was minted (it lives
 // up to its TTL) must not keep the power to change accounts.
-func authorizeWrite(ctx context.Context, q store.Queries, a Actor) error {
+func authorizeWrite(ctx context.Context, q userReader, a Actor) error {
 	if err := AuthorizeAdmin(a); err != nil || a.operator {
 		return err
 	}

@@ -46,19 +46,16 @@ func (s *Service) AdminRevokeSessions(ctx context.Context, a Actor, userID strin
 	}
 	now := s.clock()
 	var n int
-	err := s.st.InTx(ctx, func(q store.Queries) error {
-		if err := authorizeWrite(ctx, q, a); err != nil {
+	err := s.st.WithUser(ctx, userID, func(tx store.UserTx) error {
+		if err := authorizeWrite(ctx, tx, a); err != nil {
 			return err
 		}
-		if _, err := q.UserByID(ctx, userID); err != nil {
-			return err
-		}
-		revoked, err := q.RevokeUserSessions(ctx, userID, "revoked_by_admin", now)
+		revoked, err := tx.RevokeSessions(ctx, "revoked_by_admin", now)
 		if err != nil {
 			return err
 		}
 		n = len(revoked)
-		return q.AppendAudit(ctx, s.adminEvent(EventSessionRevoked, now, m, a, userID,
+		return tx.AppendAudit(ctx, s.adminEvent(EventSessionRevoked, now, m, a, userID,
 			map[string]any{"reason": "revoked_by_admin", "revoked_sessions": n}))
 	})
 	if errors.Is(err, store.ErrNotFound) {

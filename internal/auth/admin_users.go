@@ -163,23 +163,24 @@ func (s *Service) AdminUpdateUser(ctx context.Context, a Actor, id string, p Use
 	}
 	now := s.clock()
 	var after store.User
-	err := s.st.InTx(ctx, func(q store.Queries) error {
-		if err := authorizeWrite(ctx, q, a); err != nil {
+	err := s.st.WithUser(ctx, id, func(tx store.UserTx) error {
+		if err := authorizeWrite(ctx, tx, a); err != nil {
 			return err
 		}
+		// The lock makes concurrent changes of one account take turns:
+		// each one's before is the previous one's after.
+		before := tx.User()
 		if p.empty() {
-			var err error
-			after, err = q.UserByID(ctx, id)
-			return err
+			after = before
+			return nil
 		}
-		before, updated, err := q.UpdateUser(ctx, id, store.UserChange{
+		var err error
+		if after, err = tx.Update(ctx, store.UserChange{
 			Status: p.Status, Role: p.Role, TenantID: p.TenantID, OrganizationID: p.OrganizationID,
-		}, now)
-		if err != nil {
+		}, now); err != nil {
 			return err
 		}
-		after = updated
-		if err := s.recordStatus(ctx, q, a, m, before, after, now); err != nil {
+		if err := s.recordStatus(ctx, tx, a, m, before, after, now); err != nil {
 			return err
 		}
 		changes := map[string]any{}
@@ -195,7 +196,7 @@ func (s *Service) AdminUpdateUser(ctx context.Context, a Actor, id string, p Use
 		if len(changes) == 0 {
 			return nil
 		}
-		return q.AppendAudit(ctx, s.adminEvent(EventUserUpdated, now, m, a, id, map[string]any{"changes": changes}))
+		return tx.AppendAudit(ctx, s.adminEvent(EventUserUpdated, now, m, a, id, map[string]any{"changes": changes}))
 	})
 	if errors.Is(err, store.ErrNotFound) {
 		return User{}, errNoSuchUser()
@@ -208,25 +209,25 @@ func (s *Service) AdminUpdateUser(ctx context.Context, a Actor, id string, p Use
 
 // recordStatus revokes the sessions of a disabled account and audits a
 // change of status.
-func (s *Service) recordStatus(ctx context.Context, q store.Queries, a Actor, m Meta, before, after store.User, now time.Time) error {
+func (s *Service) recordStatus(ctx context.Context, tx store.UserTx, a Actor, m Meta, before, after store.User, now time.Time) error {
 	if after.Status == store.StatusDisabled {
 		// Also when it was disabled already: a session must not outlive
 		// the operator's intent, however it came to exist.
-		revoked, err := q.RevokeUserSessions(ctx, after.ID, "account_disabled", now)
+		revoked, err := tx.RevokeSessions(ctx, "account_disabled", now)
 		if err != nil {
 			return err
 		}
 		switch {
 		case before.Status != store.StatusDisabled:
-			return q.AppendAudit(ctx, s.adminEvent(EventUserDisabled, now, m, a, after.ID, map[string]any{"revoked_sessions": len(revoked)}))
+			return tx.AppendAudit(ctx, s.adminEvent(EventUserDisabled, now, m, a, after.ID, map[string]any{"revoked_sessions": len(revoked)}))
 		case len(revoked) > 0:
-			return q.AppendAudit(ctx, s.adminEvent(EventSessionRevoked, now, m, a, after.ID,
+			return tx.AppendAudit(ctx, s.adminEvent(EventSessionRevoked, now, m, a, after.ID,
 				map[string]any{"reason": "account_disabled", "revoked_sessions": len(revoked)}))
 		}
 		return nil
 	}
 	if before.Status != after.Status {
-		return q.AppendAudit(ctx, s.adminEvent(EventUserEnabled, now, m, a, after.ID, nil))
+		return tx.AppendAudit(ctx, s.adminEvent(EventUserEnabled, now, m, a, after.ID, nil))
 	}
 	return nil
 }

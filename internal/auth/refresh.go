@@ -36,7 +36,7 @@ func (s *Service) Refresh(ctx context.Context, presented string, m Meta) (TokenP
 	// The rotation and its audit entry are one atomic store operation (one
 	// round trip on PostgreSQL); the owner comes back with it.
 	used := s.event(EventRefreshTokenUsed, now, m, "", "", nil)
-	rot, err := s.st.RotateRefreshToken(ctx, hash, child, now, m.IP, m.userAgent(), &used)
+	rot, err := s.st.RotateRefreshToken(ctx, store.RotateRequest{Hash: hash, Next: child, Now: now, IP: m.IP, UserAgent: m.userAgent(), Event: &used})
 	switch {
 	case err == nil:
 		return s.pair(ctx, rot.User, rot.Token.SessionID, next, remaining(rot.NextExpiresAt, now))

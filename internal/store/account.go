@@ -61,9 +61,6 @@ type AccountQueries interface {
 	// the purpose, is unused and unexpired at now; otherwise ErrNotFound and
 	// nothing changes. Of concurrent consumptions exactly one succeeds.
 	ConsumeOneTimeToken(ctx context.Context, hash, purpose string, now time.Time) (OneTimeToken, error)
-	// SetEmailVerified records that the user proved control of the
-	// address, unless already recorded. ErrNotFound when absent.
-	SetEmailVerified(ctx context.Context, userID string, at time.Time) error
 	// EnqueueMail queues j (due at j.NextAttemptAt).
 	EnqueueMail(ctx context.Context, j MailJob) error
 	// LastMailAt is when the latest mail of kind was queued for the user,

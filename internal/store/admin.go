@@ -40,11 +40,4 @@ type AdminQueries interface {
 	// ListSessions returns the sessions matching f, newest first, at most
 	// f.Limit (a backend bound applies when it is 0 or larger).
 	ListSessions(ctx context.Context, f SessionFilter) ([]Session, error)
-	// UpdateUser applies the set fields of ch to the user and sets
-	// updated_at = now, even when no field changes. It returns the user as
-	// it was before and after. Inside InTx the row stays locked until the
-	// end of the transaction, so concurrent updates of one user see each
-	// other's results in before: of N concurrent updates to one status,
-	// exactly one sees the other status in before. ErrNotFound when absent.
-	UpdateUser(ctx context.Context, id string, ch UserChange, now time.Time) (before, after User, err error)
 }

@@ -1,6 +1,17 @@
 // Package store owns the storage contract of the issuer: the records, the
 // interfaces every backend implements, and the sentinel errors callers check
 // with errors.Is. Backends live in subpackages and never import the domain.
+//
+// Lock order. Whatever writes a user's sessions, refresh tokens, password
+// hash or status takes that user's row first, and every other row after
+// it; writers of one user then queue on that row instead of deadlocking,
+// and each sees what the one before it committed. The rule is an API, not
+// a convention: those writes exist only on the UserTx that Store.WithUser
+// hands out once it holds the row, and a UserTx writes no other user's
+// rows. The policy (is the account enabled, is the password the one just
+// checked) is the caller's, read from UserTx.User under the lock.
+// Queries.RotateRefreshToken is the one exception, a single statement for
+// the hottest flow, which takes the owner's row first too.
 package store
 
 import (
@@ -93,17 +104,20 @@ type Rotation struct {
 	NextExpiresAt time.Time
 }
 
-// Login is what OpenSession writes for one device login.
-type Login struct {
-	Session         Session
-	Token           RefreshToken // the session's first refresh token
-	NewPasswordHash string       // replaces the user's hash when not ""
-	// CheckedHash is the hash the login checked the password against: when
-	// the user's hash is another by the time the session is written (the
-	// password was changed or reset meanwhile), nothing is written.
-	CheckedHash string
-	Opened      AuditEvent // the login itself
-	Replaced    AuditEvent // for a replaced session; the store sets its SessionID
+// RotateRequest is a refresh-token rotation: the presented token, by its
+// hash, and the successor that replaces it.
+type RotateRequest struct {
+	Hash string
+	// Next is the successor: its Hash, IssuedAt and ExpiresAt (capped at
+	// the session's MaxExpiresAt); session, user and parent come from the
+	// presented token.
+	Next RefreshToken
+	Now  time.Time
+	// IP and UserAgent are the client's, recorded on the session when not "".
+	IP, UserAgent string
+	// Event, when not nil, is appended with the rotation; its UserID and
+	// SessionID, when empty, are taken from the token.
+	Event *AuditEvent
 }
 
 // AuditEvent is one entry of the audit trail. Data never holds a secret.
@@ -171,8 +185,10 @@ type IdempotencyRecord struct {
 	CreatedAt   time.Time `db:"created_at"`
 }
 
-// Queries is every operation of the store. It runs on its own (each call is
-// atomic) or inside Store.InTx, where all calls share one transaction.
+// Queries is every operation of the store but the writes of a user's
+// sessions, tokens, password and status, which are UserTx's. It runs on its
+// own (each call is atomic) or inside Store.InTx, where all calls share one
+// transaction.
 type Queries interface {
 	AccountQueries
 	AdminQueries
@@ -183,30 +199,9 @@ type Queries interface {
 	CreateUser(ctx context.Context, u User) error
 	// UserByID returns the user or ErrNotFound.
 	UserByID(ctx context.Context, id string) (User, error)
-	// LockUser is UserByID that also locks the user's row until the
-	// transaction ends, so that read-check-write sequences on one user run
-	// one at a time. Only meaningful inside InTx.
-	LockUser(ctx context.Context, id string) (User, error)
 	// UserByEmail looks the user up by normalized email, or ErrNotFound.
 	UserByEmail(ctx context.Context, emailNormalized string) (User, error)
-	// SetPasswordHash replaces the user's password hash. ErrNotFound when absent.
-	SetPasswordHash(ctx context.Context, userID, hash string, now time.Time) error
 
-	// OpenSession records a device login, atomically: it revokes the user's
-	// newest active session of l.Session.DeviceID (unrevoked, unexpired at
-	// l.Session.CreatedAt) with its refresh tokens and appends l.Replaced
-	// with its SessionID set to that session; inserts l.Session, its first
-	// refresh token l.Token and l.Opened; and sets the password hash when
-	// l.NewPasswordHash is not "". l.Session.ExpiresAt and l.Token.ExpiresAt
-	// must not be past l.Session.MaxExpiresAt. It returns the id of the replaced session,
-	// "" when there was none. All of that happens or none of it. Nothing
-	// happens, and the error is ErrPrecondition, when the user is not
-	// enabled or its password hash is no longer l.CheckedHash (ErrNotFound
-	// when there is no such user); a concurrent disable or password change
-	// either sees the new session (and revokes it) or prevents it.
-	OpenSession(ctx context.Context, l Login) (replaced string, err error)
-	// CreateSession inserts s.
-	CreateSession(ctx context.Context, s Session) error
 	// SessionByID returns the session or ErrNotFound.
 	SessionByID(ctx context.Context, id string) (Session, error)
 	// ActiveSessionByDevice returns the user's unrevoked, unexpired session for
@@ -214,37 +209,29 @@ type Queries interface {
 	ActiveSessionByDevice(ctx context.Context, userID, deviceID string, now time.Time) (Session, error)
 	// ActiveSessions lists the user's unrevoked, unexpired sessions, newest first.
 	ActiveSessions(ctx context.Context, userID string, now time.Time) ([]Session, error)
-	// RevokeSession revokes the session and every refresh token in it. It
-	// reports whether anything changed (false when already revoked); ErrNotFound
-	// when there is no such session.
-	RevokeSession(ctx context.Context, id, reason string, now time.Time) (bool, error)
-	// RevokeUserSessions revokes every unrevoked session and refresh token of
-	// the user and returns the ids of the sessions it revoked. A login or a
-	// rotation of the user in flight finishes first, and what it wrote is
-	// revoked too; one that comes later waits for this. Inside InTx, call
-	// it before other writes to the user's row, which would otherwise lock
-	// it in an order a concurrent login could deadlock with.
-	RevokeUserSessions(ctx context.Context, userID, reason string, now time.Time) ([]string, error)
 
-	// CreateRefreshToken inserts the first token of a session.
-	CreateRefreshToken(ctx context.Context, t RefreshToken) error
 	// RefreshTokenByHash returns the token or ErrNotFound.
 	RefreshTokenByHash(ctx context.Context, hash string) (RefreshToken, error)
-	// RotateRefreshToken atomically replaces the token identified by hash with
-	// next (same session and user): only when the token is neither rotated nor
-	// revoked nor expired at now, and its owner is enabled, does it mark it
-	// rotated, insert next with its ExpiresAt capped at the session's
-	// MaxExpiresAt, extend the session (last_used_at = now, expires_at =
-	// that capped expiry, ip/user agent when given) and append event
-	// when it is not nil (its UserID and SessionID, when empty, taken from the
-	// token). The Rotation it returns then holds the capped expiry in
-	// NextExpiresAt. All of that happens or none of it. Of any number of concurrent
-	// rotations of one token exactly one succeeds. Otherwise nothing changes
-	// and it returns the Rotation as found with ErrPrecondition (ErrNotFound
-	// when the hash is unknown).
-	RotateRefreshToken(ctx context.Context, hash string, next RefreshToken, now time.Time, ip, userAgent string, event *AuditEvent) (Rotation, error)
-	// TouchSession records a use of the session.
-	TouchSession(ctx context.Context, id string, now time.Time, ip, userAgent string) error
+	// RotateRefreshToken atomically replaces the token r.Hash with r.Next
+	// (same session and user): only when the token is neither rotated nor
+	// revoked nor expired at r.Now, and its owner is enabled, does it mark
+	// it rotated, insert r.Next with its ExpiresAt capped at the session's
+	// MaxExpiresAt, extend the session (last_used_at = r.Now, expires_at =
+	// that capped expiry, ip/user agent when given) and append r.Event.
+	// The Rotation it returns then holds the capped expiry in
+	// NextExpiresAt. All of that happens or none of it. Of any number of
+	// concurrent rotations of one token exactly one succeeds. Otherwise
+	// nothing changes and it returns the Rotation as found with
+	// ErrPrecondition (ErrNotFound when the hash is unknown).
+	//
+	// It is the one writer of a user's rows outside WithUser, kept as one
+	// statement on PostgreSQL (one round trip) because refresh is the
+	// hottest flow; it holds to the lock order all the same: the owner's
+	// row first (FOR KEY SHARE, which a WithUser of that user waits for),
+	// then the token's, so it queues behind a WithUser instead of
+	// deadlocking with it, and one that waited for a disable rotates
+	// nothing.
+	RotateRefreshToken(ctx context.Context, r RotateRequest) (Rotation, error)
 
 	// AppendAudit records an event.
 	AppendAudit(ctx context.Context, e AuditEvent) error

@@ -31,9 +31,9 @@ type UserTx interface {
 	// User is the user's row as it stood when locked, with the changes
 	// made through this UserTx since.
 	User() User
-	// Actor reads another user, the one acting (an admin), without
-	// locking it: the only use of another user's row a UserTx allows.
-	Actor(ctx context.Context, id string) (User, error)
+	// UserByID reads any user without locking it (the admin acting, say):
+	// the only use of another user's row a UserTx allows.
+	UserByID(ctx context.Context, id string) (User, error)
 
 	// SetPasswordHash replaces the user's password hash.
 	SetPasswordHash(ctx context.Context, hash string, now time.Time) error

@@ -112,7 +112,7 @@ type WebhookAttempt struct {
 // WebhookQueries are the operations of the webhook registry and outbox.
 //
 // The outbox is filled by the store itself: every audit entry whose type is
-// in WebhookEvents, however it is written (AppendAudit, OpenSession,
+// in WebhookEvents, however it is written (AppendAudit, UserTx.AppendAudit,
 // RotateRefreshToken, ...), becomes one pending delivery per enabled
 // endpoint subscribed to its type, in the same transaction and without a
 // further round trip to the database.

@@ -35,15 +35,6 @@ func (q *queries) ConsumeOneTimeToken(ctx context.Context, hash, purpose string,
 	return t, err
 }
 
-func (q *queries) SetEmailVerified(ctx context.Context, userID string, at time.Time) error {
-	n, err := q.exec(ctx, `UPDATE users SET email_verified_at = COALESCE(email_verified_at, ?), updated_at = ?
-		WHERE id = ?`, ts(at), ts(at), userID)
-	if err == nil && n == 0 {
-		return store.ErrNotFound
-	}
-	return err
-}
-
 const mailColumns = `id, kind, user_id, to_addr, name, sealed_token, notice, attempts, created_at, next_attempt_at,
 	sent_at, failed_at, last_error`
 

@@ -2,8 +2,6 @@ package sqlstore
 
 import (
 	"context"
-	"strings"
-	"time"
 
 	"github.com/palisade-auth/palisade/internal/store"
 )
@@ -39,38 +37,4 @@ func (q *queries) ListSessions(ctx context.Context, f store.SessionFilter) ([]st
 	var out []store.Session
 	err := q.selectAll(ctx, &out, pageQuery(`SELECT `+sessionColumns+` FROM sessions`, where, "created_at DESC, id DESC"), args...)
 	return out, err
-}
-
-func (q *queries) UpdateUser(ctx context.Context, id string, ch store.UserChange, now time.Time) (before, after store.User, err error) {
-	err = q.atomic(ctx, func(q *queries) error {
-		// The row lock (the write lock on SQLite) makes concurrent updates
-		// take turns, so each one's "before" is the previous one's "after".
-		if err := q.get(ctx, &before, `SELECT `+userColumns+` FROM users WHERE id = ?`+q.forUpdate(), id); err != nil {
-			return err
-		}
-		after = before
-		sets, args := []string{"updated_at = ?"}, []any{ts(now)}
-		for _, f := range []struct {
-			column string
-			value  *string
-			field  *string
-		}{
-			{"status", ch.Status, &after.Status},
-			{"role", ch.Role, &after.Role},
-			{"tenant_id", ch.TenantID, &after.TenantID},
-			{"organization_id", ch.OrganizationID, &after.OrganizationID},
-		} {
-			if f.value != nil {
-				sets, args = append(sets, f.column+" = ?"), append(args, *f.value)
-				*f.field = *f.value
-			}
-		}
-		after.UpdatedAt = ts(now)
-		_, err := q.exec(ctx, `UPDATE users SET `+strings.Join(sets, ", ")+` WHERE id = ?`, append(args, id)...)
-		return err
-	})
-	if err != nil {
-		return store.User{}, store.User{}, err
-	}
-	return before, after, nil
 }

@@ -77,10 +77,10 @@ func TestMigrationSessionEnd(t *testing.T) {
 				}
 			}
 			next := store.RefreshToken{Hash: "hash-next", IssuedAt: now, ExpiresAt: now.Add(14 * day)}
-			if _, err := s.RotateRefreshToken(ctx, "hash-old", next, now, "", "", nil); !errors.Is(err, store.ErrPrecondition) {
+			if _, err := s.RotateRefreshToken(ctx, store.RotateRequest{Hash: "hash-old", Next: next, Now: now}); !errors.Is(err, store.ErrPrecondition) {
 				t.Errorf("RotateRefreshToken(session past its end) = %v, want ErrPrecondition", err)
 			}
-			rot, err := s.RotateRefreshToken(ctx, "hash-young", next, now, "", "", nil)
+			rot, err := s.RotateRefreshToken(ctx, store.RotateRequest{Hash: "hash-young", Next: next, Now: now})
 			if err != nil || !rot.NextExpiresAt.Equal(now.Add(14*day)) {
 				t.Errorf("RotateRefreshToken(young session) = expiry %v, %v; want %v", rot.NextExpiresAt, err, now.Add(14*day))
 			}

@@ -3,14 +3,17 @@ package sqlstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
+
+	"github.com/jmoiron/sqlx"
 
 	"github.com/palisade-auth/palisade/internal/store"
 )
 
 const tokenColumns = `token_hash, session_id, user_id, parent_hash, issued_at, expires_at, rotated_at, revoked_at`
 
-func (q *queries) CreateRefreshToken(ctx context.Context, t store.RefreshToken) error {
+func (q *queries) createRefreshToken(ctx context.Context, t store.RefreshToken) error {
 	_, err := q.exec(ctx, `INSERT INTO refresh_tokens (`+tokenColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 		t.Hash, t.SessionID, t.UserID, t.ParentHash, ts(t.IssuedAt), ts(t.ExpiresAt), tsp(t.RotatedAt), tsp(t.RevokedAt))
 	return err
@@ -42,15 +45,15 @@ type claimed struct {
 // whole rotation, audit entry included, is one statement, so outside a
 // transaction it costs one round trip. Only a refused rotation reads the
 // token again, to report why.
-func (q *queries) RotateRefreshToken(ctx context.Context, hash string, next store.RefreshToken, now time.Time, ip, userAgent string, event *store.AuditEvent) (store.Rotation, error) {
+func (q *queries) RotateRefreshToken(ctx context.Context, r store.RotateRequest) (store.Rotation, error) {
 	var rot store.Rotation
 	var c claimed
 	var err error
 	if q.dialect == Postgres {
-		c, err = q.claimPostgres(ctx, hash, next, now, ip, userAgent, event)
+		c, err = q.claimPostgres(ctx, r)
 	} else {
 		err = q.atomic(ctx, func(q *queries) error {
-			c, err = q.claimSQLite(ctx, hash, next, now, ip, userAgent, event)
+			c, err = q.claimSQLite(ctx, r)
 			return err
 		})
 	}
@@ -62,7 +65,7 @@ func (q *queries) RotateRefreshToken(ctx context.Context, hash string, next stor
 	if !errors.Is(err, store.ErrNotFound) {
 		return rot, err
 	}
-	return q.refusedRotation(ctx, hash)
+	return q.refusedRotation(ctx, r.Hash)
 }
 
 // refusedRotation reports a token that could not be rotated, as it stands.
@@ -85,57 +88,69 @@ func (q *queries) refusedRotation(ctx context.Context, hash string) (store.Rotat
 	return rot, store.ErrPrecondition
 }
 
-func (q *queries) claimPostgres(ctx context.Context, hash string, next store.RefreshToken, now time.Time, ip, userAgent string, event *store.AuditEvent) (claimed, error) {
+// claimPostgresSQL is the rotation in one statement, with named
+// parameters.
+const claimPostgresSQL = `WITH owner AS (
+		SELECT id FROM users
+		WHERE id = (SELECT user_id FROM refresh_tokens WHERE token_hash = :hash) AND status = :enabled
+		FOR KEY SHARE
+	), old AS (
+		UPDATE refresh_tokens rt SET rotated_at = :now
+		FROM users u, sessions s
+		WHERE rt.token_hash = :hash AND rt.rotated_at IS NULL AND rt.revoked_at IS NULL AND rt.expires_at > :now
+			AND u.id = rt.user_id AND u.id IN (SELECT id FROM owner) AND s.id = rt.session_id
+		RETURNING rt.token_hash, rt.session_id, rt.user_id, rt.parent_hash, rt.issued_at, rt.expires_at,
+			rt.rotated_at, rt.revoked_at, ` + ownerColumns + `,
+			LEAST(CAST(:next_expires_at AS timestamptz), s.max_expires_at) AS next_expires_at
+	), child AS (
+		INSERT INTO refresh_tokens (token_hash, session_id, user_id, parent_hash, issued_at, expires_at)
+		SELECT :next_hash, session_id, user_id, token_hash, :next_issued_at, next_expires_at FROM old
+	), sess AS (
+		UPDATE sessions SET last_used_at = :now, expires_at = old.next_expires_at,
+			ip = CASE WHEN :ip <> '' THEN :ip ELSE sessions.ip END,
+			user_agent = CASE WHEN :user_agent <> '' THEN :user_agent ELSE sessions.user_agent END
+		FROM old WHERE sessions.id = old.session_id
+	), audit AS (
+		INSERT INTO audit_events (` + auditColumns + `)
+		SELECT :event_id, :event_type, :event_at,
+			CASE WHEN :event_user_id <> '' THEN :event_user_id ELSE old.user_id END,
+			CASE WHEN :event_session_id <> '' THEN :event_session_id ELSE old.session_id END,
+			:event_actor_id, :event_ip, :event_user_agent, :event_request_id, CAST(:event_data AS jsonb)
+		FROM old WHERE :with_event
+	)
+	SELECT * FROM old`
+
+func (q *queries) claimPostgres(ctx context.Context, r store.RotateRequest) (claimed, error) {
 	var c claimed
 	var e store.AuditEvent
-	if event != nil {
-		e = *event
+	if r.Event != nil {
+		e = *r.Event
 	}
 	// owner locks the user's row (FOR KEY SHARE, as the child's foreign key
-	// would), only while enabled, before the token's row is touched: a disable locks the user first too, so the two queue
-	// instead of deadlocking (the token rotated first, then the insert's
-	// foreign-key check waiting on the disable's user lock, while the
-	// disable waits on the token to revoke it). A rotation that waited for
-	// a disable finds the owner disabled and rotates nothing.
-	err := q.get(ctx, &c, `WITH owner AS (
-			SELECT id FROM users
-			WHERE id = (SELECT user_id FROM refresh_tokens WHERE token_hash = ?) AND status = ?
-			FOR KEY SHARE
-		), old AS (
-			UPDATE refresh_tokens rt SET rotated_at = ?
-			FROM users u, sessions s
-			WHERE rt.token_hash = ? AND rt.rotated_at IS NULL AND rt.revoked_at IS NULL AND rt.expires_at > ?
-				AND u.id = rt.user_id AND u.id IN (SELECT id FROM owner) AND s.id = rt.session_id
-			RETURNING rt.token_hash, rt.session_id, rt.user_id, rt.parent_hash, rt.issued_at, rt.expires_at,
-				rt.rotated_at, rt.revoked_at, `+ownerColumns+`,
-				LEAST(CAST(? AS timestamptz), s.max_expires_at) AS next_expires_at
-		), child AS (
-			INSERT INTO refresh_tokens (token_hash, session_id, user_id, parent_hash, issued_at, expires_at)
-			SELECT ?, session_id, user_id, token_hash, ?, next_expires_at FROM old
-		), sess AS (
-			UPDATE sessions SET last_used_at = ?, expires_at = old.next_expires_at,
-				ip = CASE WHEN ? <> '' THEN ? ELSE sessions.ip END,
-				user_agent = CASE WHEN ? <> '' THEN ? ELSE sessions.user_agent END
-			FROM old WHERE sessions.id = old.session_id
-		), audit AS (
-			INSERT INTO audit_events (`+auditColumns+`)
-			SELECT ?, ?, ?,
-				CASE WHEN ? <> '' THEN ? ELSE old.user_id END,
-				CASE WHEN ? <> '' THEN ? ELSE old.session_id END,
-				?, ?, ?, ?, CAST(? AS jsonb)
-			FROM old WHERE ?
-		)
-		SELECT * FROM old`,
-		hash, store.StatusEnabled,
-		ts(now), hash, ts(now), ts(next.ExpiresAt),
-		next.Hash, ts(next.IssuedAt),
-		ts(now), ip, ip, userAgent, userAgent,
-		e.ID, e.Type, ts(e.OccurredAt), e.UserID, e.UserID, e.SessionID, e.SessionID,
-		e.ActorID, e.IP, e.UserAgent, e.RequestID, jsonData(e.Data), event != nil)
+	// would), only while enabled, before the token's row is touched: a
+	// WithUser takes it first too, so the two queue instead of deadlocking
+	// (the token rotated first, then the insert's foreign-key check waiting
+	// on a disable's user lock, while the disable waits on the token to
+	// revoke it). A rotation that waited for a disable finds the owner
+	// disabled and rotates nothing.
+	named := map[string]any{
+		"hash": r.Hash, "enabled": store.StatusEnabled, "now": ts(r.Now),
+		"next_hash": r.Next.Hash, "next_issued_at": ts(r.Next.IssuedAt), "next_expires_at": ts(r.Next.ExpiresAt),
+		"ip": r.IP, "user_agent": r.UserAgent,
+		"with_event": r.Event != nil, "event_id": e.ID, "event_type": e.Type, "event_at": ts(e.OccurredAt),
+		"event_user_id": e.UserID, "event_session_id": e.SessionID, "event_actor_id": e.ActorID,
+		"event_ip": e.IP, "event_user_agent": e.UserAgent, "event_request_id": e.RequestID, "event_data": jsonData(e.Data),
+	}
+	query, args, err := sqlx.Named(claimPostgresSQL, named)
+	if err != nil {
+		return c, fmt.Errorf("sqlstore: rotation statement: %w", err)
+	}
+	err = q.get(ctx, &c, query, args...)
 	return c, err
 }
 
-func (q *queries) claimSQLite(ctx context.Context, hash string, next store.RefreshToken, now time.Time, ip, userAgent string, event *store.AuditEvent) (claimed, error) {
+func (q *queries) claimSQLite(ctx context.Context, r store.RotateRequest) (claimed, error) {
+	hash, next, now, ip, userAgent, event := r.Hash, r.Next, r.Now, r.IP, r.UserAgent, r.Event
 	var c claimed
 	if err := q.get(ctx, &c.RefreshToken, `UPDATE refresh_tokens SET rotated_at = ?
 		WHERE token_hash = ? AND rotated_at IS NULL AND revoked_at IS NULL AND expires_at > ?
@@ -157,7 +172,7 @@ func (q *queries) claimSQLite(ctx context.Context, hash string, next store.Refre
 	c.NextExpiresAt = ts(next.ExpiresAt)
 	next.SessionID, next.UserID, next.ParentHash = t.SessionID, t.UserID, hash
 	next.RotatedAt, next.RevokedAt = nil, nil
-	if err := q.CreateRefreshToken(ctx, next); err != nil {
+	if err := q.createRefreshToken(ctx, next); err != nil {
 		return c, err
 	}
 	if _, err := q.exec(ctx, `UPDATE sessions SET last_used_at = ?, expires_at = ?,

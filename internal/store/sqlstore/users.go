@@ -2,7 +2,6 @@ package sqlstore
 
 import (
 	"context"
-	"time"
 
 	"github.com/palisade-auth/palisade/internal/store"
 )
@@ -23,24 +22,8 @@ func (q *queries) UserByID(ctx context.Context, id string) (store.User, error) {
 	return u, err
 }
 
-// LockUser takes the row FOR UPDATE on PostgreSQL; a SQLite transaction
-// already holds the database's write lock.
-func (q *queries) LockUser(ctx context.Context, id string) (store.User, error) {
-	var u store.User
-	err := q.get(ctx, &u, `SELECT `+userColumns+` FROM users WHERE id = ?`+q.forUpdate(), id)
-	return u, err
-}
-
 func (q *queries) UserByEmail(ctx context.Context, emailNormalized string) (store.User, error) {
 	var u store.User
 	err := q.get(ctx, &u, `SELECT `+userColumns+` FROM users WHERE email_normalized = ?`, emailNormalized)
 	return u, err
-}
-
-func (q *queries) SetPasswordHash(ctx context.Context, userID, hash string, now time.Time) error {
-	n, err := q.exec(ctx, `UPDATE users SET password_hash = ?, updated_at = ? WHERE id = ?`, hash, ts(now), userID)
-	if err == nil && n == 0 {
-		return store.ErrNotFound
-	}
-	return err
 }

@@ -48,7 +48,7 @@ func (t *userTx) check(userID string) error {
 
 func (t *userTx) User() store.User { return t.user }
 
-func (t *userTx) Actor(ctx context.Context, id string) (store.User, error) {
+func (t *userTx) UserByID(ctx context.Context, id string) (store.User, error) {
 	if err := t.check(t.user.ID); err != nil {
 		return store.User{}, err
 	}
@@ -115,7 +115,7 @@ func (t *userTx) CreateSession(ctx context.Context, s store.Session) error {
 	if err := t.check(s.UserID); err != nil {
 		return err
 	}
-	return t.q.CreateSession(ctx, s)
+	return t.q.createSession(ctx, s)
 }
 
 func (t *userTx) CreateRefreshToken(ctx context.Context, tok store.RefreshToken) error {
@@ -128,7 +128,7 @@ func (t *userTx) CreateRefreshToken(ctx context.Context, tok store.RefreshToken)
 	if err := t.q.get(ctx, &owner, `SELECT user_id FROM sessions WHERE id = ?`, tok.SessionID); err == nil && owner != t.user.ID {
 		return store.ErrOtherUser
 	}
-	return t.q.CreateRefreshToken(ctx, tok)
+	return t.q.createRefreshToken(ctx, tok)
 }
 
 func (t *userTx) ActiveSessionByDevice(ctx context.Context, deviceID string, now time.Time) (store.Session, error) {

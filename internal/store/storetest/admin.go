@@ -224,7 +224,7 @@ func testUpdateUser(t *testing.T, s store.Store) {
 			u := newUser(t, s)
 			other := newUser(t, s)
 			now := at(time.Minute)
-			before, after, err := s.UpdateUser(ctx, u.ID, tc.ch, now)
+			before, after, err := updateUser(t, s, u.ID, tc.ch, now)
 			wantErr(t, "UpdateUser", err, nil)
 			want := u
 			tc.mod(&want)
@@ -243,20 +243,20 @@ func testUpdateUser(t *testing.T, s store.Store) {
 
 func testUpdateUserNotFound(t *testing.T, s store.Store) {
 	newUser(t, s)
-	_, _, err := s.UpdateUser(t.Context(), newID(t), store.UserChange{Role: ptr("admin")}, t0)
+	_, _, err := updateUser(t, s, newID(t), store.UserChange{Role: ptr("admin")}, t0)
 	wantErr(t, "UpdateUser(unknown)", err, store.ErrNotFound)
 }
 
 func testUpdateUserRollback(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	u := newUser(t, s)
-	err := s.InTx(ctx, func(q store.Queries) error {
-		if _, _, err := q.UpdateUser(ctx, u.ID, store.UserChange{Status: ptr(store.StatusDisabled)}, t0); err != nil {
+	err := s.WithUser(ctx, u.ID, func(tx store.UserTx) error {
+		if _, err := tx.Update(ctx, store.UserChange{Status: ptr(store.StatusDisabled)}, t0); err != nil {
 			return err
 		}
 		return errAbort
 	})
-	wantErr(t, "InTx(UpdateUser, then fail)", err, errAbort)
+	wantErr(t, "WithUser(Update, then fail)", err, errAbort)
 	got, err := s.UserByID(ctx, u.ID)
 	wantErr(t, "UserByID", err, nil)
 	checkSame(t, "UserByID after the rolled-back UpdateUser", got, u)
@@ -276,8 +276,9 @@ func testUpdateUserConcurrent(t *testing.T, s store.Store) {
 	for i := range n {
 		wg.Go(func() {
 			<-start
-			errs[i] = s.InTx(ctx, func(q store.Queries) error {
-				before, _, err := q.UpdateUser(ctx, u.ID, store.UserChange{Status: ptr(store.StatusDisabled)}, at(time.Duration(i)*time.Second))
+			errs[i] = s.WithUser(ctx, u.ID, func(tx store.UserTx) error {
+				before := tx.User()
+				_, err := tx.Update(ctx, store.UserChange{Status: ptr(store.StatusDisabled)}, at(time.Duration(i)*time.Second))
 				changed[i] = before.Status == store.StatusEnabled
 				return err
 			})
@@ -288,7 +289,7 @@ func testUpdateUserConcurrent(t *testing.T, s store.Store) {
 	winners := 0
 	for i, err := range errs {
 		if err != nil {
-			t.Errorf("InTx(UpdateUser) #%d = %v, want nil", i, err)
+			t.Errorf("WithUser(Update) #%d = %v, want nil", i, err)
 		}
 		if changed[i] {
 			winners++

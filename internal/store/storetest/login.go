@@ -19,13 +19,13 @@ var loginTests = []subtest{
 }
 
 // newLogin builds a login of user on device at t0, not yet written.
-func newLogin(t *testing.T, userID, device string) store.Login {
+func newLogin(t *testing.T, userID, device string) login {
 	t.Helper()
 	sess := store.Session{
 		ID: newID(t), UserID: userID, DeviceID: device, DeviceName: "Phone", UserAgent: "agent/2.0", IP: "198.51.100.7",
 		CreatedAt: t0, LastUsedAt: t0, ExpiresAt: at(14 * 24 * time.Hour), MaxExpiresAt: at(90 * 24 * time.Hour),
 	}
-	return store.Login{
+	return login{
 		Session: sess,
 		Token:   store.RefreshToken{Hash: newHash(t), SessionID: sess.ID, UserID: userID, IssuedAt: t0, ExpiresAt: sess.ExpiresAt},
 		Opened: store.AuditEvent{ID: newID(t), Type: "user.logged_in", OccurredAt: t0, UserID: userID, SessionID: sess.ID,
@@ -48,7 +48,7 @@ func testOpenSession(t *testing.T, s store.Store) {
 	u := newUser(t, s)
 	l := newLogin(t, u.ID, "phone")
 	l.NewPasswordHash = "$argon2id$v=19$m=19456,t=2,p=1$bmV3c2FsdA$bmV3aGFzaA"
-	replaced, err := s.OpenSession(t.Context(), l)
+	replaced, err := openSessionOf(t, s, l)
 	if err != nil || replaced != "" {
 		t.Fatalf("OpenSession = %q, %v; want \"\", nil", replaced, err)
 	}
@@ -64,7 +64,7 @@ func testOpenSession(t *testing.T, s store.Store) {
 	}
 	// Without a new hash the stored one stays.
 	l2 := newLogin(t, u.ID, "laptop")
-	if _, err := s.OpenSession(t.Context(), l2); err != nil {
+	if _, err := openSessionOf(t, s, l2); err != nil {
 		t.Fatalf("OpenSession(laptop) = %v", err)
 	}
 	if got, _ := s.UserByID(t.Context(), u.ID); got.PasswordHash != l.NewPasswordHash {
@@ -73,7 +73,6 @@ func testOpenSession(t *testing.T, s store.Store) {
 }
 
 func testOpenSessionReplaces(t *testing.T, s store.Store) {
-	ctx := t.Context()
 	u, other := newUser(t, s), newUser(t, s)
 	old := newSession(t, s, u.ID, func(x *store.Session) { x.DeviceID = "phone" })
 	oldTok := newToken(t, s, old)
@@ -83,7 +82,7 @@ func testOpenSessionReplaces(t *testing.T, s store.Store) {
 	othersPhone := newSession(t, s, other.ID, func(x *store.Session) { x.DeviceID = "phone" })
 
 	l := newLogin(t, u.ID, "phone")
-	replaced, err := s.OpenSession(ctx, l)
+	replaced, err := openSessionOf(t, s, l)
 	if err != nil || replaced != old.ID {
 		t.Fatalf("OpenSession = %q, %v; want %q (the newest active session of the device)", replaced, err, old.ID)
 	}
@@ -113,7 +112,7 @@ func testOpenSessionAtomic(t *testing.T, s store.Store) {
 	l.Session.ID = old.ID
 	l.Token.SessionID = old.ID
 	l.NewPasswordHash = "$argon2id$v=19$m=19456,t=2,p=1$bmV3c2FsdA$bmV3aGFzaA"
-	if _, err := s.OpenSession(t.Context(), l); err == nil {
+	if _, err := openSessionOf(t, s, l); err == nil {
 		t.Fatal("OpenSession with a taken session id = nil, want an error")
 	}
 	if got := mustSession(t, s, old.ID); got.RevokedAt != nil {
@@ -137,14 +136,14 @@ func testOpenSessionDisabled(t *testing.T, s store.Store) {
 	old := newSession(t, s, u.ID, func(x *store.Session) { x.DeviceID = "phone" })
 	l := newLogin(t, u.ID, "phone")
 	l.NewPasswordHash = "$argon2id$v=19$m=19456,t=2,p=1$bmV3c2FsdA$bmV3aGFzaA"
-	if _, err := s.OpenSession(t.Context(), l); !errors.Is(err, store.ErrPrecondition) {
+	if _, err := openSessionOf(t, s, l); !errors.Is(err, store.ErrPrecondition) {
 		t.Fatalf("OpenSession(disabled user) = %v, want ErrPrecondition", err)
 	}
 	checkNothingOpened(t, s, u.ID, l)
 	if got := mustSession(t, s, old.ID); got.RevokedAt != nil {
 		t.Errorf("OpenSession(disabled user) revoked the device's session")
 	}
-	if _, err := s.OpenSession(t.Context(), newLogin(t, newID(t), "phone")); !errors.Is(err, store.ErrNotFound) {
+	if _, err := openSessionOf(t, s, newLogin(t, newID(t), "phone")); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("OpenSession(no such user) = %v, want ErrNotFound", err)
 	}
 }
@@ -157,15 +156,15 @@ func testOpenSessionPasswordChanged(t *testing.T, s store.Store) {
 	l := newLogin(t, u.ID, "phone")
 	l.CheckedHash = u.PasswordHash
 	const changed = "$argon2id$v=19$m=19456,t=2,p=1$Y2hhbmdlZA$Y2hhbmdlZGhhc2g"
-	if err := s.SetPasswordHash(t.Context(), u.ID, changed, t0); err != nil {
+	if err := setPasswordHash(t, s, u.ID, changed, t0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.OpenSession(t.Context(), l); !errors.Is(err, store.ErrPrecondition) {
+	if _, err := openSessionOf(t, s, l); !errors.Is(err, store.ErrPrecondition) {
 		t.Fatalf("OpenSession(checked against the old hash) = %v, want ErrPrecondition", err)
 	}
 	checkNothingOpened(t, s, u.ID, l)
 	l.CheckedHash = changed
-	if _, err := s.OpenSession(t.Context(), l); err != nil {
+	if _, err := openSessionOf(t, s, l); err != nil {
 		t.Fatalf("OpenSession(checked against the current hash) = %v, want nil", err)
 	}
 }
@@ -180,16 +179,16 @@ func testOpenSessionRacesDisable(t *testing.T, s store.Store) {
 	u := newUser(t, s)
 	l := newLogin(t, u.ID, "phone")
 	done := make(chan error, 1)
-	err := s.InTx(ctx, func(q store.Queries) error {
+	err := s.WithUser(ctx, u.ID, func(tx store.UserTx) error {
 		disabled := store.StatusDisabled
-		if _, _, err := q.UpdateUser(ctx, u.ID, store.UserChange{Status: &disabled}, t0); err != nil {
+		if _, err := tx.Update(ctx, store.UserChange{Status: &disabled}, t0); err != nil {
 			return err
 		}
-		if _, err := q.RevokeUserSessions(ctx, u.ID, "account_disabled", t0); err != nil {
+		if _, err := tx.RevokeSessions(ctx, "account_disabled", t0); err != nil {
 			return err
 		}
 		go func() {
-			_, err := s.OpenSession(ctx, l)
+			_, err := openSessionOf(t, s, l)
 			done <- err
 		}()
 		// The operation cannot finish while this transaction holds the
@@ -217,12 +216,12 @@ func testRevokeWaitsForLogin(t *testing.T, s store.Store) {
 	u := newUser(t, s)
 	l := newLogin(t, u.ID, "phone")
 	done := make(chan error, 1)
-	err := s.InTx(ctx, func(q store.Queries) error {
-		if _, err := q.OpenSession(ctx, l); err != nil {
+	err := s.WithUser(ctx, u.ID, func(tx store.UserTx) error {
+		if _, err := openSession(t, tx, l); err != nil {
 			return err
 		}
 		go func() {
-			_, err := s.RevokeUserSessions(ctx, u.ID, "logout_all", t0)
+			_, err := revokeUserSessions(t, s, u.ID, "logout_all", t0)
 			done <- err
 		}()
 		// The operation cannot finish while this transaction holds the
@@ -248,7 +247,7 @@ func testRevokeWaitsForLogin(t *testing.T, s store.Store) {
 }
 
 // checkNothingOpened checks that login l left no trace for user userID.
-func checkNothingOpened(t *testing.T, s store.Store, userID string, l store.Login) {
+func checkNothingOpened(t *testing.T, s store.Store, userID string, l login) {
 	t.Helper()
 	if _, err := s.SessionByID(t.Context(), l.Session.ID); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("SessionByID(refused login) = %v, want ErrNotFound", err)

@@ -60,10 +60,10 @@ func testRevocationPaths(t *testing.T, s store.Store) {
 	// RevokeSession: one entry; again: none.
 	one := newSession(t, s, u.ID)
 	newToken(t, s, one)
-	if _, err := s.RevokeSession(ctx, one.ID, "logout", at(-3*time.Minute)); err != nil {
+	if _, err := revokeSession(t, s, one.ID, "logout", at(-3*time.Minute)); err != nil {
 		t.Fatalf("RevokeSession = %v", err)
 	}
-	if _, err := s.RevokeSession(ctx, one.ID, "logout", at(-2*time.Minute)); err != nil {
+	if _, err := revokeSession(t, s, one.ID, "logout", at(-2*time.Minute)); err != nil {
 		t.Fatalf("RevokeSession again = %v", err)
 	}
 	got, mark := feed(t, s, &start)
@@ -75,7 +75,7 @@ func testRevocationPaths(t *testing.T, s store.Store) {
 	l := newLogin(t, u.ID, dev)
 	l.CheckedHash = u.PasswordHash
 	l.Session.CreatedAt, l.Session.LastUsedAt = at(-2*time.Minute), at(-2*time.Minute)
-	if replaced, err := s.OpenSession(ctx, l); err != nil || replaced != old.ID {
+	if replaced, err := openSessionOf(t, s, l); err != nil || replaced != old.ID {
 		t.Fatalf("OpenSession = %q, %v; want %q, nil", replaced, err, old.ID)
 	}
 	got, mark = feed(t, s, &mark)
@@ -83,7 +83,7 @@ func testRevocationPaths(t *testing.T, s store.Store) {
 
 	// RevokeUserSessions (logout all, password change or reset, reuse,
 	// disable): one entry per session it revoked, none for the revoked one.
-	ids, err := s.RevokeUserSessions(ctx, u.ID, "logout_all", at(-time.Minute))
+	ids, err := revokeUserSessions(t, s, u.ID, "logout_all", at(-time.Minute))
 	if err != nil || len(ids) != 1 || ids[0] != l.Session.ID {
 		t.Fatalf("RevokeUserSessions = %v, %v; want [%s], nil", ids, err, l.Session.ID)
 	}
@@ -120,34 +120,42 @@ func testRevocationRolledBack(t *testing.T, s store.Store) {
 	l := newLogin(t, u.ID, dev)
 	l.CheckedHash = u.PasswordHash
 	failed := errors.New("roll back")
-	err := s.InTx(t.Context(), func(q store.Queries) error {
-		if got, err := q.OpenSession(t.Context(), l); err != nil || got != replaced.ID {
+	err := s.WithUser(t.Context(), u.ID, func(tx store.UserTx) error {
+		if got, err := openSession(t, tx, l); err != nil || got != replaced.ID {
 			return fmt.Errorf("OpenSession = %q, %v; want %q, nil", got, err, replaced.ID)
 		}
-		if _, err := q.RevokeSession(t.Context(), sess.ID, "logout", t0); err != nil {
+		if _, err := tx.RevokeSession(t.Context(), sess.ID, "logout", t0); err != nil {
 			return err
 		}
-		if _, err := q.RevokeUserSessions(t.Context(), other.UserID, "disabled", t0); err != nil {
+		return failed
+	})
+	wantErr(t, "WithUser(login and logout, then an error)", err, failed)
+	err = s.WithUser(t.Context(), other.UserID, func(tx store.UserTx) error {
+		if _, err := tx.RevokeSessions(t.Context(), "disabled", t0); err != nil {
 			return err
 		}
+		return failed
+	})
+	wantErr(t, "WithUser(revoke all, then an error)", err, failed)
+	err = s.InTx(t.Context(), func(q store.Queries) error {
 		if err := q.AppendRevocation(t.Context(), store.RevokedKey, "kid-1", t0); err != nil {
 			return err
 		}
 		return failed
 	})
-	wantErr(t, "InTx(revocations, then an error)", err, failed)
+	wantErr(t, "InTx(key revocation, then an error)", err, failed)
 	got, _ := feed(t, s, nil)
 	checkFeed(t, "Revocations after a rolled-back transaction", got, nil)
 	if mustSession(t, s, replaced.ID).RevokedAt != nil {
 		t.Errorf("the rolled-back OpenSession left its replaced session revoked")
 	}
 
-	// Committed inside InTx: there, with the revocation.
-	err = s.InTx(t.Context(), func(q store.Queries) error {
-		_, err := q.RevokeSession(t.Context(), sess.ID, "logout", t0)
+	// Committed: there, with the revocation.
+	err = s.WithUser(t.Context(), u.ID, func(tx store.UserTx) error {
+		_, err := tx.RevokeSession(t.Context(), sess.ID, "logout", t0)
 		return err
 	})
-	wantErr(t, "InTx(RevokeSession)", err, nil)
+	wantErr(t, "WithUser(RevokeSession)", err, nil)
 	got, _ = feed(t, s, nil)
 	checkFeed(t, "Revocations after a committed transaction", got, []store.Revocation{entry(store.RevokedSession, sess.ID, t0)})
 }
@@ -186,7 +194,7 @@ func testRevocationDelta(t *testing.T, s store.Store) {
 	u := newUser(t, s)
 	a, b := newSession(t, s, u.ID), newSession(t, s, u.ID)
 	for _, id := range []string{b.ID, a.ID} {
-		if _, err := s.RevokeSession(ctx, id, "logout", t0); err != nil {
+		if _, err := revokeSession(t, s, id, "logout", t0); err != nil {
 			t.Fatalf("RevokeSession(%s) = %v", id, err)
 		}
 	}
@@ -290,7 +298,7 @@ func testRevocationLifetimeEnd(t *testing.T, s store.Store) {
 	newSession(t, s, u.ID, ends(-feedWindow)) // ended before the window
 	newSession(t, s, u.ID, ends(time.Hour))   // ends after every read here
 	revoked := newSession(t, s, u.ID, ends(-4*time.Minute))
-	if _, err := s.RevokeSession(ctx, revoked.ID, "logout", at(-10*time.Minute)); err != nil {
+	if _, err := revokeSession(t, s, revoked.ID, "logout", at(-10*time.Minute)); err != nil {
 		t.Fatalf("RevokeSession = %v", err)
 	}
 
@@ -318,7 +326,7 @@ func testRevocationLifetimeEnd(t *testing.T, s store.Store) {
 		t.Errorf("Revocations(mark) with an earlier now: mark.At = %v, want %v", back.At, next.At)
 	}
 	// Revoked after its end: the revocation is the entry.
-	if _, err := s.RevokeSession(ctx, later.ID, "logout", at(3*time.Minute)); err != nil {
+	if _, err := revokeSession(t, s, later.ID, "logout", at(3*time.Minute)); err != nil {
 		t.Fatalf("RevokeSession(ended) = %v", err)
 	}
 	got, _, err = s.Revocations(ctx, nil, at(3*time.Minute-feedWindow), at(3*time.Minute))

@@ -36,7 +36,7 @@ func testActiveSessionByDevice(t *testing.T, s store.Store) {
 	onDev := func(s *store.Session) { s.DeviceID = dev }
 
 	revoked := newSession(t, s, u.ID, onDev)
-	if _, err := s.RevokeSession(ctx, revoked.ID, "logout", at(-time.Minute)); err != nil {
+	if _, err := revokeSession(t, s, revoked.ID, "logout", at(-time.Minute)); err != nil {
 		t.Fatalf("RevokeSession = %v, want nil", err)
 	}
 	newSession(t, s, u.ID, onDev, func(s *store.Session) { s.ExpiresAt = at(-time.Second) })
@@ -70,7 +70,7 @@ func testActiveSessions(t *testing.T, s store.Store) {
 	newest := newSession(t, s, u.ID, created(-time.Hour))
 	oldest := newSession(t, s, u.ID, created(-5*time.Hour))
 	revoked := newSession(t, s, u.ID, created(-2*time.Hour))
-	if _, err := s.RevokeSession(ctx, revoked.ID, "logout", at(-time.Minute)); err != nil {
+	if _, err := revokeSession(t, s, revoked.ID, "logout", at(-time.Minute)); err != nil {
 		t.Fatalf("RevokeSession = %v, want nil", err)
 	}
 	newSession(t, s, u.ID, created(-30*time.Minute), func(s *store.Session) { s.ExpiresAt = t0 })
@@ -93,14 +93,14 @@ func testRevokeSession(t *testing.T, s store.Store) {
 	sess := newSession(t, s, u.ID)
 	first := newToken(t, s, sess)
 	next := childOf(t, first, at(-30*time.Minute))
-	if _, err := s.RotateRefreshToken(ctx, first.Hash, next, at(-30*time.Minute), "", "", nil); err != nil {
+	if _, err := s.RotateRefreshToken(ctx, store.RotateRequest{Hash: first.Hash, Next: next, Now: at(-30 * time.Minute)}); err != nil {
 		t.Fatalf("RotateRefreshToken = %v, want nil", err)
 	}
 	neighbour := newSession(t, s, u.ID)
 	neighbourTok := newToken(t, s, neighbour)
 	before := mustSession(t, s, sess.ID)
 
-	changed, err := s.RevokeSession(ctx, sess.ID, "logout", t0)
+	changed, err := revokeSession(t, s, sess.ID, "logout", t0)
 	if !changed || err != nil {
 		t.Fatalf("RevokeSession(%s) = %v, %v, want true, nil", sess.ID, changed, err)
 	}
@@ -118,7 +118,7 @@ func testRevokeSession(t *testing.T, s store.Store) {
 	checkSame(t, "SessionByID(other session)", mustSession(t, s, neighbour.ID), neighbour)
 
 	// Idempotent: a second revocation changes nothing, not even the reason or time.
-	changed, err = s.RevokeSession(ctx, sess.ID, "again", at(time.Minute))
+	changed, err = revokeSession(t, s, sess.ID, "again", at(time.Minute))
 	if changed || err != nil {
 		t.Errorf("RevokeSession(%s) again = %v, %v, want false, nil", sess.ID, changed, err)
 	}
@@ -126,15 +126,18 @@ func testRevokeSession(t *testing.T, s store.Store) {
 }
 
 func testRevokeSessionNotFound(t *testing.T, s store.Store) {
-	changed, err := s.RevokeSession(t.Context(), newID(t), "logout", t0)
-	if changed {
-		t.Errorf("RevokeSession(unknown) changed = true, want false")
-	}
+	u := newUser(t, s)
+	err := s.WithUser(t.Context(), u.ID, func(tx store.UserTx) error {
+		changed, err := tx.RevokeSession(t.Context(), newID(t), "logout", t0)
+		if changed {
+			t.Errorf("RevokeSession(unknown) changed = true, want false")
+		}
+		return err
+	})
 	wantErr(t, "RevokeSession(unknown)", err, store.ErrNotFound)
 }
 
 func testRevokeUserSessions(t *testing.T, s store.Store) {
-	ctx := t.Context()
 	u, other := newUser(t, s), newUser(t, s)
 	active := newSession(t, s, u.ID)
 	activeTok := newToken(t, s, active)
@@ -143,14 +146,14 @@ func testRevokeUserSessions(t *testing.T, s store.Store) {
 	expiredTok := newToken(t, s, expired, func(r *store.RefreshToken) { r.ExpiresAt = at(-time.Hour) })
 	revoked := newSession(t, s, u.ID)
 	revokedTok := newToken(t, s, revoked)
-	if _, err := s.RevokeSession(ctx, revoked.ID, "earlier", at(-time.Minute)); err != nil {
+	if _, err := revokeSession(t, s, revoked.ID, "earlier", at(-time.Minute)); err != nil {
 		t.Fatalf("RevokeSession = %v, want nil", err)
 	}
 	revokedBefore, revokedTokBefore := mustSession(t, s, revoked.ID), mustToken(t, s, revokedTok.Hash)
 	otherSess := newSession(t, s, other.ID)
 	otherTok := newToken(t, s, otherSess)
 
-	ids, err := s.RevokeUserSessions(ctx, u.ID, "password.changed", t0)
+	ids, err := revokeUserSessions(t, s, u.ID, "password.changed", t0)
 	wantErr(t, "RevokeUserSessions", err, nil)
 	slices.Sort(ids)
 	want := []string{active.ID, expired.ID}
@@ -174,7 +177,7 @@ func testRevokeUserSessions(t *testing.T, s store.Store) {
 	checkSame(t, "SessionByID(other user)", mustSession(t, s, otherSess.ID), otherSess)
 	checkSame(t, "RefreshTokenByHash(other user)", mustToken(t, s, otherTok.Hash), otherTok)
 
-	ids, err = s.RevokeUserSessions(ctx, u.ID, "again", at(time.Minute))
+	ids, err = revokeUserSessions(t, s, u.ID, "again", at(time.Minute))
 	if err != nil || len(ids) != 0 {
 		t.Errorf("RevokeUserSessions(user) again = %q, %v, want [], nil", ids, err)
 	}
@@ -185,7 +188,7 @@ func testTouchSession(t *testing.T, s store.Store) {
 	sess := newSession(t, s, u.ID)
 	neighbour := newSession(t, s, u.ID)
 	now := at(time.Minute)
-	wantErr(t, "TouchSession", s.TouchSession(t.Context(), sess.ID, now, "198.51.100.7", "agent/2.0"), nil)
+	wantErr(t, "TouchSession", touchSession(t, s, sess.ID, now, "198.51.100.7", "agent/2.0"), nil)
 
 	want := sess
 	want.LastUsedAt, want.IP, want.UserAgent = now, "198.51.100.7", "agent/2.0"

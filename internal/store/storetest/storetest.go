@@ -114,7 +114,7 @@ func newUser(t *testing.T, q store.Queries, mods ...func(*store.User)) store.Use
 }
 
 // newSession creates an active session of userID; mods adjust it first.
-func newSession(t *testing.T, q store.Queries, userID string, mods ...func(*store.Session)) store.Session {
+func newSession(t *testing.T, st store.Store, userID string, mods ...func(*store.Session)) store.Session {
 	t.Helper()
 	s := store.Session{
 		ID:           newID(t),
@@ -131,14 +131,14 @@ func newSession(t *testing.T, q store.Queries, userID string, mods ...func(*stor
 	for _, m := range mods {
 		m(&s)
 	}
-	if err := q.CreateSession(t.Context(), s); err != nil {
+	if err := st.WithUser(t.Context(), userID, func(tx store.UserTx) error { return tx.CreateSession(t.Context(), s) }); err != nil {
 		t.Fatalf("CreateSession(%s) = %v, want nil", s.ID, err)
 	}
 	return s
 }
 
 // newToken creates the first refresh token of sess; mods adjust it first.
-func newToken(t *testing.T, q store.Queries, sess store.Session, mods ...func(*store.RefreshToken)) store.RefreshToken {
+func newToken(t *testing.T, st store.Store, sess store.Session, mods ...func(*store.RefreshToken)) store.RefreshToken {
 	t.Helper()
 	tok := store.RefreshToken{
 		Hash:      newHash(t),
@@ -150,7 +150,7 @@ func newToken(t *testing.T, q store.Queries, sess store.Session, mods ...func(*s
 	for _, m := range mods {
 		m(&tok)
 	}
-	if err := q.CreateRefreshToken(t.Context(), tok); err != nil {
+	if err := st.WithUser(t.Context(), tok.UserID, func(tx store.UserTx) error { return tx.CreateRefreshToken(t.Context(), tok) }); err != nil {
 		t.Fatalf("CreateRefreshToken(%s) = %v, want nil", tok.Hash, err)
 	}
 	return tok

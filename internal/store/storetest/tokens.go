@@ -60,7 +60,7 @@ func testRotate(t *testing.T, s store.Store) {
 	neighbour := newToken(t, s, newSession(t, s, sess.UserID))
 	child := childOf(t, tok, t0)
 
-	rot, err := s.RotateRefreshToken(t.Context(), tok.Hash, child, t0, "203.0.113.9", "agent/2.0", nil)
+	rot, err := s.RotateRefreshToken(t.Context(), store.RotateRequest{Hash: tok.Hash, Next: child, Now: t0, IP: "203.0.113.9", UserAgent: "agent/2.0"})
 	if err != nil {
 		t.Fatalf("RotateRefreshToken(%s) = %v, want nil", tok.Hash, err)
 	}
@@ -81,7 +81,7 @@ func testRotate(t *testing.T, s store.Store) {
 
 	// The child rotates in turn: a chain, not a one-off.
 	grandchild := childOf(t, child, at(time.Minute))
-	_, err = s.RotateRefreshToken(t.Context(), child.Hash, grandchild, at(time.Minute), "", "", nil)
+	_, err = s.RotateRefreshToken(t.Context(), store.RotateRequest{Hash: child.Hash, Next: grandchild, Now: at(time.Minute)})
 	wantErr(t, "RotateRefreshToken(child)", err, nil)
 	checkSame(t, "RefreshTokenByHash(grandchild)", mustToken(t, s, grandchild.Hash), grandchild)
 }
@@ -98,7 +98,7 @@ func testRotateCapsAtSessionEnd(t *testing.T, s store.Store) {
 	// Well before the end: the new token gets its full lifetime.
 	short := childOf(t, tok, t0)
 	short.ExpiresAt = at(time.Hour)
-	rot, err := s.RotateRefreshToken(ctx, tok.Hash, short, t0, "", "", nil)
+	rot, err := s.RotateRefreshToken(ctx, store.RotateRequest{Hash: tok.Hash, Next: short, Now: t0})
 	if err != nil {
 		t.Fatalf("RotateRefreshToken(expiry before the end) = %v, want nil", err)
 	}
@@ -109,7 +109,7 @@ func testRotateCapsAtSessionEnd(t *testing.T, s store.Store) {
 
 	// Past the end: capped, in the token, the session and the answer.
 	long := childOf(t, short, at(time.Minute)) // 14 days
-	rot, err = s.RotateRefreshToken(ctx, short.Hash, long, at(time.Minute), "", "", nil)
+	rot, err = s.RotateRefreshToken(ctx, store.RotateRequest{Hash: short.Hash, Next: long, Now: at(time.Minute)})
 	if err != nil {
 		t.Fatalf("RotateRefreshToken(expiry past the end) = %v, want nil", err)
 	}
@@ -125,7 +125,7 @@ func testRotateCapsAtSessionEnd(t *testing.T, s store.Store) {
 
 	// At the end: the token has expired with its session.
 	after := childOf(t, long, end)
-	_, err = s.RotateRefreshToken(ctx, long.Hash, after, end, "", "", nil)
+	_, err = s.RotateRefreshToken(ctx, store.RotateRequest{Hash: long.Hash, Next: after, Now: end})
 	wantErr(t, "RotateRefreshToken(at the session's end)", err, store.ErrPrecondition)
 	checkUnchanged(t, s, wantSess, wantChild, after)
 }
@@ -133,7 +133,7 @@ func testRotateCapsAtSessionEnd(t *testing.T, s store.Store) {
 func testRotateKeepsClientWhenEmpty(t *testing.T, s store.Store) {
 	sess, tok := rotation(t, s)
 	child := childOf(t, tok, t0)
-	_, err := s.RotateRefreshToken(t.Context(), tok.Hash, child, t0, "", "", nil)
+	_, err := s.RotateRefreshToken(t.Context(), store.RotateRequest{Hash: tok.Hash, Next: child, Now: t0})
 	wantErr(t, "RotateRefreshToken", err, nil)
 
 	want := sess
@@ -145,14 +145,14 @@ func testRotateTwice(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	_, tok := rotation(t, s)
 	first := childOf(t, tok, t0)
-	if _, err := s.RotateRefreshToken(ctx, tok.Hash, first, t0, "", "", nil); err != nil {
+	if _, err := s.RotateRefreshToken(ctx, store.RotateRequest{Hash: tok.Hash, Next: first, Now: t0}); err != nil {
 		t.Fatalf("RotateRefreshToken = %v, want nil", err)
 	}
 	sess := mustSession(t, s, tok.SessionID)
 	rotated := mustToken(t, s, tok.Hash)
 
 	second := childOf(t, tok, at(time.Minute))
-	rot, err := s.RotateRefreshToken(ctx, tok.Hash, second, at(time.Minute), "203.0.113.9", "agent/3.0", nil)
+	rot, err := s.RotateRefreshToken(ctx, store.RotateRequest{Hash: tok.Hash, Next: second, Now: at(time.Minute), IP: "203.0.113.9", UserAgent: "agent/3.0"})
 	wantErr(t, "RotateRefreshToken(rotated token)", err, store.ErrPrecondition)
 	want := tok
 	want.RotatedAt = ptr(t0)
@@ -167,13 +167,13 @@ func testRotateTwice(t *testing.T, s store.Store) {
 
 func testRotateRevoked(t *testing.T, s store.Store) {
 	sess, tok := rotation(t, s)
-	if _, err := s.RevokeSession(t.Context(), sess.ID, "logout", at(-time.Minute)); err != nil {
+	if _, err := revokeSession(t, s, sess.ID, "logout", at(-time.Minute)); err != nil {
 		t.Fatalf("RevokeSession = %v, want nil", err)
 	}
 	sess, tok = mustSession(t, s, sess.ID), mustToken(t, s, tok.Hash)
 	child := childOf(t, tok, t0)
 
-	rot, err := s.RotateRefreshToken(t.Context(), tok.Hash, child, t0, "203.0.113.9", "agent/2.0", nil)
+	rot, err := s.RotateRefreshToken(t.Context(), store.RotateRequest{Hash: tok.Hash, Next: child, Now: t0, IP: "203.0.113.9", UserAgent: "agent/2.0"})
 	wantErr(t, "RotateRefreshToken(revoked token)", err, store.ErrPrecondition)
 	checkSame(t, "RotateRefreshToken(revoked token).Token", rot.Token, tok)
 	if rot.Token.RevokedAt == nil {
@@ -196,7 +196,7 @@ func testRotateExpired(t *testing.T, s store.Store) {
 		t.Run(tc.name, func(t *testing.T) {
 			sess, tok := rotation(t, s, func(r *store.RefreshToken) { r.ExpiresAt = tc.expires })
 			child := childOf(t, tok, t0)
-			rot, err := s.RotateRefreshToken(t.Context(), tok.Hash, child, t0, "", "", nil)
+			rot, err := s.RotateRefreshToken(t.Context(), store.RotateRequest{Hash: tok.Hash, Next: child, Now: t0})
 			wantErr(t, "RotateRefreshToken(expired token)", err, store.ErrPrecondition)
 			checkSame(t, "RotateRefreshToken(expired token).Token", rot.Token, tok)
 			checkUnchanged(t, s, sess, tok, child)
@@ -209,7 +209,7 @@ func testRotateUnknown(t *testing.T, s store.Store) {
 	hash := newHash(t)
 	child := childOf(t, tok, t0)
 	child.ParentHash = hash
-	_, err := s.RotateRefreshToken(t.Context(), hash, child, t0, "", "", nil)
+	_, err := s.RotateRefreshToken(t.Context(), store.RotateRequest{Hash: hash, Next: child, Now: t0})
 	wantErr(t, "RotateRefreshToken(unknown)", err, store.ErrNotFound)
 	_, err = s.RefreshTokenByHash(t.Context(), child.Hash)
 	wantErr(t, "RefreshTokenByHash(child of unknown)", err, store.ErrNotFound)
@@ -233,7 +233,7 @@ func testRotateConcurrent(t *testing.T, s store.Store) {
 	for i := range n {
 		wg.Go(func() {
 			<-start
-			rots[i], errs[i] = s.RotateRefreshToken(ctx, tok.Hash, children[i], t0, "", "", nil)
+			rots[i], errs[i] = s.RotateRefreshToken(ctx, store.RotateRequest{Hash: tok.Hash, Next: children[i], Now: t0})
 		})
 	}
 	close(start)
@@ -290,7 +290,7 @@ func testRotateReturnsOwnerAndAudits(t *testing.T, s store.Store) {
 	sess := newSession(t, s, u.ID)
 	tok := newToken(t, s, sess)
 	ev := store.AuditEvent{ID: newID(t), Type: "refresh_token.used", OccurredAt: t0, IP: "203.0.113.9", RequestID: "req-1", Data: []byte(`{"k":"v"}`)}
-	rot, err := s.RotateRefreshToken(ctx, tok.Hash, childOf(t, tok, t0), t0, "", "", &ev)
+	rot, err := s.RotateRefreshToken(ctx, store.RotateRequest{Hash: tok.Hash, Next: childOf(t, tok, t0), Now: t0, Event: &ev})
 	if err != nil {
 		t.Fatalf("RotateRefreshToken with an event = %v, want nil", err)
 	}
@@ -311,7 +311,7 @@ func testRotateReturnsOwnerAndAudits(t *testing.T, s store.Store) {
 	// A refused rotation records nothing.
 	again := ev
 	again.ID = newID(t)
-	_, err = s.RotateRefreshToken(ctx, tok.Hash, childOf(t, tok, t0), t0, "", "", &again)
+	_, err = s.RotateRefreshToken(ctx, store.RotateRequest{Hash: tok.Hash, Next: childOf(t, tok, t0), Now: t0, Event: &again})
 	wantErr(t, "RotateRefreshToken(rotated token) with an event", err, store.ErrPrecondition)
 	if got, _ := s.ListAudit(ctx, store.AuditFilter{Type: "refresh_token.used"}); len(got) != 1 {
 		t.Errorf("ListAudit after a refused rotation = %d events, want still 1", len(got))
@@ -324,7 +324,7 @@ func testRotateDisabledOwner(t *testing.T, s store.Store) {
 	tok := newToken(t, s, sess)
 	child := childOf(t, tok, t0)
 	ev := store.AuditEvent{ID: newID(t), Type: "refresh_token.used", OccurredAt: t0}
-	rot, err := s.RotateRefreshToken(t.Context(), tok.Hash, child, t0, "", "", &ev)
+	rot, err := s.RotateRefreshToken(t.Context(), store.RotateRequest{Hash: tok.Hash, Next: child, Now: t0, Event: &ev})
 	wantErr(t, "RotateRefreshToken(token of a disabled user)", err, store.ErrPrecondition)
 	checkSame(t, "RotateRefreshToken(token of a disabled user).Token", rot.Token, tok)
 	checkUnchanged(t, s, sess, tok, child)
@@ -345,13 +345,13 @@ func testRotateRacesDisable(t *testing.T, s store.Store) {
 	tok := newToken(t, s, sess)
 	child := childOf(t, tok, t0)
 	done := make(chan error, 1)
-	err := s.InTx(ctx, func(q store.Queries) error {
+	err := s.WithUser(ctx, u.ID, func(tx store.UserTx) error {
 		disabled := store.StatusDisabled
-		if _, _, err := q.UpdateUser(ctx, u.ID, store.UserChange{Status: &disabled}, t0); err != nil {
+		if _, err := tx.Update(ctx, store.UserChange{Status: &disabled}, t0); err != nil {
 			return err
 		}
 		go func() {
-			_, err := s.RotateRefreshToken(ctx, tok.Hash, child, t0, "", "", nil)
+			_, err := s.RotateRefreshToken(ctx, store.RotateRequest{Hash: tok.Hash, Next: child, Now: t0})
 			done <- err
 		}()
 		// The operation cannot finish while this transaction holds the
@@ -360,7 +360,7 @@ func testRotateRacesDisable(t *testing.T, s store.Store) {
 		if err := waitBlocked(ctx, s, "RotateRefreshToken", done); err != nil {
 			return err
 		}
-		_, err := q.RevokeUserSessions(ctx, u.ID, "account_disabled", t0)
+		_, err := tx.RevokeSessions(ctx, "account_disabled", t0)
 		return err
 	})
 	if err != nil {
@@ -379,7 +379,7 @@ func testRotateRacesDisable(t *testing.T, s store.Store) {
 // they never wait for each other in a cycle.
 func testRotateRacesLogout(t *testing.T, s store.Store) {
 	raceRotation(t, s, "RevokeSession", func(sess store.Session) error {
-		_, err := s.RevokeSession(t.Context(), sess.ID, "logout", t0)
+		_, err := revokeSession(t, s, sess.ID, "logout", t0)
 		return err
 	})
 }
@@ -389,7 +389,7 @@ func testRotateRacesLogout(t *testing.T, s store.Store) {
 // of the replaced session remains.
 func testRotateRacesRelogin(t *testing.T, s store.Store) {
 	raceRotation(t, s, "OpenSession", func(sess store.Session) error {
-		_, err := s.OpenSession(t.Context(), newLogin(t, sess.UserID, sess.DeviceID))
+		_, err := openSessionOf(t, s, newLogin(t, sess.UserID, sess.DeviceID))
 		return err
 	})
 }
@@ -411,7 +411,7 @@ func raceRotation(t *testing.T, s store.Store, name string, end func(store.Sessi
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
-			_, rotErr = s.RotateRefreshToken(ctx, tok.Hash, child, t0, "", "", nil)
+			_, rotErr = s.RotateRefreshToken(ctx, store.RotateRequest{Hash: tok.Hash, Next: child, Now: t0})
 		}()
 		go func() {
 			defer wg.Done()

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/palisade-auth/palisade/internal/store"
 )
@@ -21,28 +22,29 @@ var errAbort = errors.New("storetest: abort")
 
 func testTxCommit(t *testing.T, s store.Store) {
 	var u store.User
+	ot := store.OneTimeToken{Hash: newHash(t), Purpose: store.PurposeVerifyEmail, CreatedAt: t0, ExpiresAt: at(time.Hour)}
 	err := s.InTx(t.Context(), func(q store.Queries) error {
 		u = newUser(t, q)
-		_, err := q.RevokeUserSessions(t.Context(), u.ID, "none", t0)
-		return err
+		ot.UserID = u.ID
+		return q.CreateOneTimeToken(t.Context(), ot)
 	})
 	wantErr(t, "InTx(commit)", err, nil)
 	got, err := s.UserByID(t.Context(), u.ID)
 	wantErr(t, "UserByID after commit", err, nil)
 	checkSame(t, "UserByID after commit", got, u)
+	gotOT, err := s.OneTimeTokenByHash(t.Context(), ot.Hash)
+	wantErr(t, "OneTimeTokenByHash after commit", err, nil)
+	checkSame(t, "OneTimeTokenByHash after commit", gotOT, ot)
 }
 
 func testTxRollback(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	kept := newUser(t, s)
-	sess := newSession(t, s, kept.ID)
+	ot := store.OneTimeToken{Hash: newHash(t), UserID: kept.ID, Purpose: store.PurposeVerifyEmail, CreatedAt: t0, ExpiresAt: at(time.Hour)}
 	var u store.User
 	err := s.InTx(ctx, func(q store.Queries) error {
 		u = newUser(t, q)
-		if _, err := q.RevokeSession(ctx, sess.ID, "rolled back", t0); err != nil {
-			return err
-		}
-		if err := q.SetPasswordHash(ctx, kept.ID, "rolled back", t0); err != nil {
+		if err := q.CreateOneTimeToken(ctx, ot); err != nil {
 			return err
 		}
 		return fmt.Errorf("wrapped: %w", errAbort)
@@ -51,10 +53,9 @@ func testTxRollback(t *testing.T, s store.Store) {
 
 	_, err = s.UserByID(ctx, u.ID)
 	wantErr(t, "UserByID(created in rolled-back tx)", err, store.ErrNotFound)
-	got, err := s.UserByID(ctx, kept.ID)
-	wantErr(t, "UserByID(kept)", err, nil)
-	checkSame(t, "UserByID(updated in rolled-back tx)", got, kept)
-	checkSame(t, "SessionByID(revoked in rolled-back tx)", mustSession(t, s, sess.ID), sess)
+	_, err = s.OneTimeTokenByHash(ctx, ot.Hash)
+	wantErr(t, "OneTimeTokenByHash(created in rolled-back tx)", err, store.ErrNotFound)
+	checkSame(t, "UserByID(kept)", mustUser(t, s, kept.ID), kept)
 }
 
 func testTxVisibleInside(t *testing.T, s store.Store) {
@@ -64,14 +65,15 @@ func testTxVisibleInside(t *testing.T, s store.Store) {
 		got, err := q.UserByID(ctx, u.ID)
 		wantErr(t, "Queries.UserByID inside tx", err, nil)
 		checkSame(t, "Queries.UserByID inside tx", got, u)
-		sess := newSession(t, q, u.ID)
-		tok := newToken(t, q, sess)
-		changed, err := q.RevokeSession(ctx, sess.ID, "inside", t0)
-		if !changed || err != nil {
-			t.Errorf("Queries.RevokeSession inside tx = %v, %v, want true, nil", changed, err)
+		ot := store.OneTimeToken{Hash: newHash(t), UserID: u.ID, Purpose: store.PurposeVerifyEmail, CreatedAt: t0, ExpiresAt: at(time.Hour)}
+		if err := q.CreateOneTimeToken(ctx, ot); err != nil {
+			return err
 		}
-		if got := mustToken(t, q, tok.Hash); got.RevokedAt == nil {
-			t.Errorf("Queries.RefreshTokenByHash inside tx: RevokedAt = nil, want %v", t0)
+		if _, err := q.ConsumeOneTimeToken(ctx, ot.Hash, ot.Purpose, t0); err != nil {
+			t.Errorf("Queries.ConsumeOneTimeToken inside tx = %v, want nil", err)
+		}
+		if got, err := q.OneTimeTokenByHash(ctx, ot.Hash); err != nil || got.UsedAt == nil {
+			t.Errorf("Queries.OneTimeTokenByHash inside tx = used %v, %v; want used at %v", got.UsedAt, err, t0)
 		}
 		return nil
 	})

@@ -1,7 +1,6 @@
 package storetest
 
 import (
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +15,6 @@ var userTests = []subtest{
 	{"NotFound", testUserNotFound},
 	{"SetPasswordHash", testSetPasswordHash},
 	{"SetPasswordHashNotFound", testSetPasswordHashNotFound},
-	{"LockUser", testLockUser},
 }
 
 func testUserCreateAndGet(t *testing.T, s store.Store) {
@@ -73,7 +71,7 @@ func testSetPasswordHash(t *testing.T, s store.Store) {
 	other := newUser(t, s)
 	const hash = "$argon2id$v=19$m=65536,t=3,p=4$bmV3c2FsdA$bmV3aGFzaA"
 	now := at(time.Minute)
-	wantErr(t, "SetPasswordHash", s.SetPasswordHash(ctx, u.ID, hash, now), nil)
+	wantErr(t, "SetPasswordHash", setPasswordHash(t, s, u.ID, hash, now), nil)
 
 	want := u
 	want.PasswordHash, want.UpdatedAt = hash, now
@@ -87,43 +85,6 @@ func testSetPasswordHash(t *testing.T, s store.Store) {
 }
 
 func testSetPasswordHashNotFound(t *testing.T, s store.Store) {
-	err := s.SetPasswordHash(t.Context(), newID(t), "x", t0)
+	err := setPasswordHash(t, s, newID(t), "x", t0)
 	wantErr(t, "SetPasswordHash(unknown)", err, store.ErrNotFound)
-}
-
-// LockUser reads the user like UserByID, and a second transaction locking
-// the same user waits until the first ends.
-func testLockUser(t *testing.T, s store.Store) {
-	ctx := t.Context()
-	u := newUser(t, s)
-	if _, err := s.LockUser(ctx, newID(t)); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("LockUser(unknown) = %v, want ErrNotFound", err)
-	}
-	done := make(chan error, 1)
-	err := s.InTx(ctx, func(q store.Queries) error {
-		got, err := q.LockUser(ctx, u.ID)
-		if err != nil {
-			return err
-		}
-		checkSame(t, "LockUser", got, u)
-		go func() {
-			done <- s.InTx(ctx, func(q store.Queries) error {
-				_, err := q.LockUser(ctx, u.ID)
-				return err
-			})
-		}()
-		// The operation cannot finish while this transaction holds the
-		// user (a row lock on PostgreSQL, the write lock on SQLite): it
-		// must be found waiting, not finished.
-		if err := waitBlocked(ctx, s, "a second LockUser", done); err != nil {
-			return err
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := <-done; err != nil {
-		t.Fatalf("second LockUser = %v", err)
-	}
 }

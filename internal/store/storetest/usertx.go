@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -117,9 +118,9 @@ func testWithUserOnlyItsUser(t *testing.T, s store.Store) {
 		if _, err := tx.RevokeSessions(ctx, "mine", t0); err != nil {
 			return err
 		}
-		got, err := tx.Actor(ctx, other.ID)
-		wantErr(t, "UserTx.Actor(other)", err, nil)
-		checkSame(t, "UserTx.Actor(other)", got, other)
+		got, err := tx.UserByID(ctx, other.ID)
+		wantErr(t, "UserTx.UserByID(other)", err, nil)
+		checkSame(t, "UserTx.UserByID(other)", got, other)
 		return nil
 	})
 	checkSame(t, "other's session", mustSession(t, s, theirs.ID), theirs)
@@ -235,4 +236,126 @@ func mustUser(t *testing.T, s store.Store, id string) store.User {
 		t.Fatalf("UserByID(%s) = %v, want nil", id, err)
 	}
 	return u
+}
+
+// The writes below are the store's user writes as the flows make them:
+// each in its own WithUser of the user it writes.
+
+// revokeSession revokes session id in a WithUser of its owner.
+func revokeSession(t *testing.T, s store.Store, id, reason string, now time.Time) (changed bool, err error) {
+	t.Helper()
+	sess, err := s.SessionByID(t.Context(), id)
+	if err != nil {
+		return false, err
+	}
+	err = s.WithUser(t.Context(), sess.UserID, func(tx store.UserTx) error {
+		changed, err = tx.RevokeSession(t.Context(), id, reason, now)
+		return err
+	})
+	return changed, err
+}
+
+// revokeUserSessions revokes every session of the user in a WithUser.
+func revokeUserSessions(t *testing.T, s store.Store, userID, reason string, now time.Time) (ids []string, err error) {
+	t.Helper()
+	err = s.WithUser(t.Context(), userID, func(tx store.UserTx) error {
+		ids, err = tx.RevokeSessions(t.Context(), reason, now)
+		return err
+	})
+	return ids, err
+}
+
+// setPasswordHash replaces the user's hash in a WithUser.
+func setPasswordHash(t *testing.T, s store.Store, userID, hash string, now time.Time) error {
+	t.Helper()
+	return s.WithUser(t.Context(), userID, func(tx store.UserTx) error { return tx.SetPasswordHash(t.Context(), hash, now) })
+}
+
+// setEmailVerified records the user's email verified in a WithUser.
+func setEmailVerified(t *testing.T, s store.Store, userID string, at time.Time) error {
+	t.Helper()
+	return s.WithUser(t.Context(), userID, func(tx store.UserTx) error { return tx.SetEmailVerified(t.Context(), at) })
+}
+
+// touchSession records a use of session id in a WithUser of its owner.
+func touchSession(t *testing.T, s store.Store, id string, now time.Time, ip, userAgent string) error {
+	t.Helper()
+	sess, err := s.SessionByID(t.Context(), id)
+	if err != nil {
+		return err
+	}
+	return s.WithUser(t.Context(), sess.UserID, func(tx store.UserTx) error { return tx.TouchSession(t.Context(), id, now, ip, userAgent) })
+}
+
+// updateUser changes the user in a WithUser and returns it before and after.
+func updateUser(t *testing.T, s store.Store, id string, ch store.UserChange, now time.Time) (before, after store.User, err error) {
+	t.Helper()
+	err = s.WithUser(t.Context(), id, func(tx store.UserTx) error {
+		before = tx.User()
+		after, err = tx.Update(t.Context(), ch, now)
+		return err
+	})
+	return before, after, err
+}
+
+// login is one device login as the login flow writes it.
+type login struct {
+	Session         store.Session
+	Token           store.RefreshToken // the session's first refresh token
+	NewPasswordHash string             // replaces the user's hash when not ""
+	CheckedHash     string             // the hash the password was checked against; "" skips the check
+	Opened          store.AuditEvent   // the login itself
+	Replaced        store.AuditEvent   // for a replaced session, SessionID set here
+}
+
+// openSession writes l in tx as the login flow does: refused with
+// ErrPrecondition, writing nothing, when the user is not enabled or its
+// hash is no longer l.CheckedHash; otherwise the device's active session
+// is replaced (revoked, audited) and l written. It returns the id of the
+// replaced session.
+func openSession(t *testing.T, tx store.UserTx, l login) (string, error) {
+	t.Helper()
+	ctx := t.Context()
+	if u := tx.User(); u.Status != store.StatusEnabled || (l.CheckedHash != "" && u.PasswordHash != l.CheckedHash) {
+		return "", store.ErrPrecondition
+	}
+	now := l.Session.CreatedAt
+	if l.NewPasswordHash != "" {
+		if err := tx.SetPasswordHash(ctx, l.NewPasswordHash, now); err != nil {
+			return "", err
+		}
+	}
+	replaced := ""
+	old, err := tx.ActiveSessionByDevice(ctx, l.Session.DeviceID, now)
+	switch {
+	case err == nil:
+		if _, err := tx.RevokeSession(ctx, old.ID, "replaced", now); err != nil {
+			return "", err
+		}
+		e := l.Replaced
+		e.SessionID = old.ID
+		if err := tx.AppendAudit(ctx, e); err != nil {
+			return "", err
+		}
+		replaced = old.ID
+	case !errors.Is(err, store.ErrNotFound):
+		return "", err
+	}
+	if err := tx.CreateSession(ctx, l.Session); err != nil {
+		return "", err
+	}
+	if err := tx.CreateRefreshToken(ctx, l.Token); err != nil {
+		return "", err
+	}
+	return replaced, tx.AppendAudit(ctx, l.Opened)
+}
+
+// openSessionOf runs openSession in a WithUser of l's user.
+func openSessionOf(t *testing.T, s store.Store, l login) (replaced string, err error) {
+	t.Helper()
+	err = s.WithUser(t.Context(), l.Session.UserID, func(tx store.UserTx) error {
+		replaced, err = openSession(t, tx, l)
+		return err
+	})
+	return replaced, err
 }

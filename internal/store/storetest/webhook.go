@@ -174,7 +174,7 @@ func testWebhookOutboxRotation(t *testing.T, s store.Store) {
 	sess := newSession(t, s, u.ID)
 	tok := newToken(t, s, sess)
 	ev := store.AuditEvent{ID: newID(t), Type: "refresh_token.used", OccurredAt: t0, UserID: u.ID, SessionID: sess.ID, Data: []byte(`{}`)}
-	if _, err := s.RotateRefreshToken(t.Context(), tok.Hash, childOf(t, tok, t0), t0, "203.0.113.9", "agent/2.0", &ev); err != nil {
+	if _, err := s.RotateRefreshToken(t.Context(), store.RotateRequest{Hash: tok.Hash, Next: childOf(t, tok, t0), Now: t0, IP: "203.0.113.9", UserAgent: "agent/2.0", Event: &ev}); err != nil {
 		t.Fatalf("RotateRefreshToken = %v, want nil", err)
 	}
 	for _, e := range []store.WebhookEndpoint{all, used} {
@@ -185,7 +185,7 @@ func testWebhookOutboxRotation(t *testing.T, s store.Store) {
 	// A refused rotation writes no entry and queues nothing.
 	ev2 := ev
 	ev2.ID = newID(t)
-	if _, err := s.RotateRefreshToken(t.Context(), tok.Hash, childOf(t, tok, t0), t0, "", "", &ev2); !errors.Is(err, store.ErrPrecondition) {
+	if _, err := s.RotateRefreshToken(t.Context(), store.RotateRequest{Hash: tok.Hash, Next: childOf(t, tok, t0), Now: t0, Event: &ev2}); !errors.Is(err, store.ErrPrecondition) {
 		t.Fatalf("RotateRefreshToken(rotated) = %v, want ErrPrecondition", err)
 	}
 	if got := len(deliveriesOf(t, s, all.ID)); got != 1 {
@@ -198,11 +198,11 @@ func testWebhookOutboxOpenSession(t *testing.T, s store.Store) {
 	logins := newEndpoint(t, s, []string{"user.logged_in"})
 	u := newUser(t, s)
 	first := newLogin(t, u.ID, "phone")
-	if _, err := s.OpenSession(t.Context(), first); err != nil {
+	if _, err := openSessionOf(t, s, first); err != nil {
 		t.Fatalf("OpenSession = %v, want nil", err)
 	}
 	second := newLogin(t, u.ID, "phone") // replaces the first: session.revoked too
-	if _, err := s.OpenSession(t.Context(), second); err != nil {
+	if _, err := openSessionOf(t, s, second); err != nil {
 		t.Fatalf("OpenSession(same device) = %v, want nil", err)
 	}
 	if got, want := eventIDs(deliveriesOf(t, s, logins.ID)), sortedIDs(first.Opened.ID, second.Opened.ID); !slices.Equal(got, want) {
