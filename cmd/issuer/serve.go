@@ -20,12 +20,11 @@ func newServeCmd() *cobra.Command {
 			if err := cfg.ValidateServe(); err != nil {
 				return err
 			}
-			level, _ := config.ParseLogLevel(cfg.LogLevel)
 			// The access log stays on without a write per request; Close
 			// writes out what is queued once serving has stopped.
 			out := httpserver.NewLogWriter(os.Stdout, httpserver.LogFlushInterval)
 			defer out.Close()
-			log := httpserver.NewLogger(out, level)
+			log := httpserver.NewLogger(out, cfg.Level())
 			app, err := issuerapp.Open(cmd.Context(), cfg, log, !cfg.NoMigrate)
 			if err != nil {
 				return err

@@ -34,8 +34,8 @@ type Config struct {
 	Demo bool
 }
 
-// KeySet publishes the signing keys.
-type KeySet interface {
+// JWKSPublisher publishes the signing keys as a JWK set.
+type JWKSPublisher interface {
 	JWKS(ctx context.Context) ([]byte, error)
 }
 
@@ -47,7 +47,7 @@ type Pinger interface {
 // Deps are the API's collaborators.
 type Deps struct {
 	Auth        *auth.Service
-	Keys        KeySet
+	Keys        JWKSPublisher
 	Verifier    *verify.Verifier
 	DB          Pinger
 	Idempotency *idempotency.Keys
@@ -61,7 +61,7 @@ type Deps struct {
 // API is the issuer's HTTP surface.
 type API struct {
 	auth    *auth.Service
-	keys    KeySet
+	keys    JWKSPublisher
 	verify  *verify.Verifier
 	db      Pinger
 	idem    *idempotency.Keys

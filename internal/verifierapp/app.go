@@ -29,8 +29,8 @@ import (
 	"github.com/palisade-auth/palisade/pkg/verify"
 )
 
-// KeySet is a key source that loads in the background.
-type KeySet interface {
+// LoadingKeySource is a key source that loads in the background.
+type LoadingKeySource interface {
 	verify.KeySource
 	Ready() bool
 	LoadedAt() time.Time
@@ -40,7 +40,7 @@ type KeySet interface {
 // Sources are what the verifier consults besides the token: the key set
 // and, with --revocation-url, the revocation list.
 type Sources struct {
-	Keys        KeySet
+	Keys        LoadingKeySource
 	Revocations *verify.RevocationSource // nil without --revocation-url
 }
 
@@ -65,7 +65,7 @@ type Hooks struct {
 
 // Keys builds the sources and the verifier of cfg.
 func Keys(ctx context.Context, cfg config.Verifier, log *slog.Logger, hooks Hooks) (Sources, *verify.Verifier, error) {
-	ks, err := openKeySet(ctx, cfg, log, hooks.KeySetFailed)
+	ks, err := openKeySource(ctx, cfg, log, hooks.KeySetFailed)
 	if err != nil {
 		return Sources{}, nil, err
 	}
@@ -115,9 +115,9 @@ func failuresOnly(fn func(error)) func(error) {
 	}
 }
 
-// openKeySet starts the key source: a remote JWK set or a watched file.
+// openKeySource starts the key source: a remote JWK set or a watched file.
 // Neither waits for the first load; readiness says when one has happened.
-func openKeySet(ctx context.Context, cfg config.Verifier, log *slog.Logger, onRefresh func(error)) (KeySet, error) {
+func openKeySource(ctx context.Context, cfg config.Verifier, log *slog.Logger, onRefresh func(error)) (LoadingKeySource, error) {
 	report := failuresOnly(onRefresh)
 	if cfg.JWKSFile != "" {
 		return verify.NewFileSource(cfg.JWKSFile, verify.FileOptions{Logger: log, OnReload: report})
@@ -155,7 +155,7 @@ func Serve(ctx context.Context, cfg config.Verifier, log *slog.Logger) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// The metrics exist before the key source starts: its background
 	// loop reports failures from the first fetch on.
-	var loaded atomic.Pointer[KeySet]
+	var loaded atomic.Pointer[LoadingKeySource]
 	metrics := proxy.NewMetrics(reg, func() float64 {
 		ks := loaded.Load()
 		if ks == nil || !(*ks).Ready() {
