@@ -1,6 +1,11 @@
 // Package config owns the programs' configuration: the settings structs,
-// their flags, the environment variables that back every flag, and the one
-// place where a configuration is validated, reporting every problem at once.
+// their flags, the environment variables that back every flag, and their
+// validation, which reports every problem at once. The issuer's
+// configuration is made of one part per concern (Database, Keys,
+// KeySchedule, Log, HTTP, API, Tokens, Passwords, RateLimits, Mail,
+// MailLinks, Webhooks, WebhookGuard), each registering its own flags and
+// validating itself, so that a command registers only the parts it uses;
+// values that need parsing are parsed once, by the validation.
 package config
 
 import (
