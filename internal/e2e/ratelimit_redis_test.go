@@ -220,22 +220,30 @@ func TestRateLimitsRedisSilent(t *testing.T) {
 }
 
 // BenchmarkRefreshRateLimitStore drives refreshes through the real issuer
-// on PostgreSQL with the counters in the database and in Redis, one after
-// the other in the same run, from 4 clients per CPU (each refreshing its
-// own session's chain), and reports each rate and their ratio
-// (redis/database).
+// on PostgreSQL, one store after the other in the same run: the counters
+// in the database as before migration 00010 (a logged table), in the
+// database (unlogged), and in Redis. 4 clients per CPU each refresh their
+// own session's chain. It reports each rate and the ratios redis/database
+// and database/logged.
 func BenchmarkRefreshRateLimitStore(b *testing.B) {
 	rates := map[string]float64{}
-	for _, store := range []string{"database", "redis"} {
-		arg := store
+	for _, store := range []string{"logged", "database", "redis"} {
+		arg, dbURL := store, testdb.Postgres(b)
+		if store != "redis" {
+			arg = "database"
+		}
 		if store == "redis" {
 			arg = testdb.Redis(b)
 		}
-		is := startIssuer(b, testdb.Postgres(b), "--rate-limit-store", arg, "--log-level", "info")
+		is := startIssuer(b, dbURL, "--rate-limit-store", arg, "--log-level", "info")
+		if store == "logged" {
+			testdb.Exec(b, dbURL, "ALTER TABLE rate_limits SET LOGGED")
+		}
 		rates[store] = refreshRate(b, is)
 		b.ReportMetric(rates[store], store+"-refresh/s")
 	}
 	b.ReportMetric(rates["redis"]/rates["database"], "redis/database")
+	b.ReportMetric(rates["database"]/rates["logged"], "database/logged")
 }
 
 // refreshRate runs b.N refreshes on is and returns refreshes per second.

@@ -136,3 +136,19 @@ func redact(s string) string {
 
 // Describe says where the PostgreSQL suite runs, for banners.
 func Describe() string { return fmt.Sprintf("PostgreSQL at %s", redact(AdminURL())) }
+
+// Exec runs one statement on the PostgreSQL database at url: for tests and
+// benchmarks that set up what the application never would.
+func Exec(t testing.TB, url, stmt string) {
+	t.Helper()
+	db, err := sql.Open("postgres", url)
+	if err != nil {
+		t.Fatalf("testdb: open %s: %v", redact(url), err)
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := db.ExecContext(ctx, stmt); err != nil {
+		t.Fatalf("testdb: %s: %v", stmt, err)
+	}
+}
