@@ -8,14 +8,13 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
-	"strings"
 	"time"
-	"unicode"
 
 	"github.com/google/uuid"
 
 	"github.com/palisade-auth/palisade/internal/password"
 	"github.com/palisade-auth/palisade/internal/store"
+	"github.com/palisade-auth/palisade/internal/text"
 	"github.com/palisade-auth/palisade/internal/token"
 )
 
@@ -74,16 +73,11 @@ type Meta struct {
 const maxUserAgent = 512
 
 // userAgent is the caller's User-Agent as it is stored: the client sends
-// any bytes it likes, and PostgreSQL refuses NUL and invalid UTF-8, so it
-// is made valid UTF-8 without control characters, at most 512 bytes.
+// any bytes it likes, so it is made storable (text.Clean), at most 512
+// bytes. It is cleaned here, not refused at the edge, because the request
+// is fine whatever its client calls itself; every caller's Meta passes here.
 func (m Meta) userAgent() string {
-	ua := strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
-			return -1
-		}
-		return r
-	}, strings.ToValidUTF8(m.UserAgent, "\uFFFD"))
-	return truncate(ua, maxUserAgent)
+	return truncate(text.Clean(m.UserAgent), maxUserAgent)
 }
 
 // TokenPair is what login and refresh return.
