@@ -2,6 +2,16 @@
 // rotation with reuse detection, logout, sessions and the audit entries they
 // write. It knows nothing of HTTP: the transport decodes a request, calls a
 // method here and encodes the result or the *apperr.Error it returns.
+//
+// Every flow that writes an account's sessions, refresh tokens, password or
+// status does it inside store.Store.WithUser of that account, which takes
+// the account's row before anything else (the store's lock order), and
+// decides there, from the UserTx's User, whether it may: login checks that
+// the account is still enabled and its hash still the one it verified,
+// password change that the current password is still the one checked, the
+// leeway replay that the account is enabled. Refresh rotation is the
+// store's one exception (RotateRefreshToken, a single statement); what a
+// refused rotation means (reuse, revoke everything) runs in WithUser again.
 package auth
 
 import (
