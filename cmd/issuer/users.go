@@ -111,7 +111,7 @@ func newUsersListCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withService(cmd.Context(), cfg, func(svc *auth.Service) error {
 				out := newUserPrinter(cmd.OutOrStdout(), asJSON)
-				err := eachPage(func(cursor string) ([]auth.User, string, error) {
+				err := eachPage(func(cursor string) ([]auth.Account, string, error) {
 					page, err := svc.AdminUsers(cmd.Context(), auth.Operator(), auth.UserQuery{Email: email, Limit: auth.MaxPageSize, Cursor: cursor})
 					return page.Users, page.Next, err
 				}, out.print)
@@ -146,7 +146,7 @@ func newUserPrinter(w io.Writer, asJSON bool) *userPrinter {
 	return &userPrinter{tw: tw}
 }
 
-func (p *userPrinter) print(u auth.User) error {
+func (p *userPrinter) print(u auth.Account) error {
 	if p.json != nil {
 		return p.json.Encode(issuerapi.UserObject(u))
 	}
@@ -171,7 +171,7 @@ func dash(s string) string {
 
 // newUsersChangeCmd builds a command that changes the account named by its
 // first argument (an id, or an email when it holds an "@").
-func newUsersChangeCmd(use, short string, nargs int, patch func(args []string) auth.UserPatch, done func(u auth.User) string) *cobra.Command {
+func newUsersChangeCmd(use, short string, nargs int, patch func(args []string) auth.UserPatch, done func(u auth.Account) string) *cobra.Command {
 	var cfg config.Issuer
 	cmd := &cobra.Command{
 		Use:   use,
@@ -204,17 +204,17 @@ func status(s string) func([]string) auth.UserPatch {
 func newUsersDisableCmd() *cobra.Command {
 	return newUsersChangeCmd("disable ID|EMAIL",
 		"Disable an account: it can no longer log in or refresh, and every session of it is revoked now",
-		1, status(auth.StatusDisabled), func(auth.User) string { return "disabled" })
+		1, status(auth.StatusDisabled), func(auth.Account) string { return "disabled" })
 }
 
 func newUsersEnableCmd() *cobra.Command {
 	return newUsersChangeCmd("enable ID|EMAIL", "Enable a disabled account", 1,
-		status(auth.StatusEnabled), func(auth.User) string { return "enabled" })
+		status(auth.StatusEnabled), func(auth.Account) string { return "enabled" })
 }
 
 func newUsersSetRoleCmd() *cobra.Command {
 	return newUsersChangeCmd("set-role ID|EMAIL ROLE",
 		"Set an account's role (e.g. user, admin); it takes effect in the account's next access token",
 		2, func(args []string) auth.UserPatch { return auth.UserPatch{Role: &args[1]} },
-		func(u auth.User) string { return "role " + u.Role })
+		func(u auth.Account) string { return "role " + u.Role })
 }

@@ -29,7 +29,7 @@ type UserQuery struct {
 
 // UserPage is one page of users, oldest first; Next is "" on the last page.
 type UserPage struct {
-	Users []User
+	Users []Account
 	Next  string
 }
 
@@ -50,41 +50,45 @@ func (s *Service) AdminUsers(ctx context.Context, a Actor, in UserQuery) (UserPa
 	if err != nil {
 		return UserPage{}, err
 	}
-	return UserPage{Users: us, Next: next}, nil
+	page := UserPage{Users: make([]Account, len(us)), Next: next}
+	for i, u := range us {
+		page.Users[i] = accountOf(u)
+	}
+	return page, nil
 }
 
 // AdminUser returns one account.
-func (s *Service) AdminUser(ctx context.Context, a Actor, id string) (User, error) {
+func (s *Service) AdminUser(ctx context.Context, a Actor, id string) (Account, error) {
 	if err := s.authorizeRead(ctx, a); err != nil {
-		return User{}, err
+		return Account{}, err
 	}
 	u, err := s.st.UserByID(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return User{}, errNoSuchUser()
+		return Account{}, errNoSuchUser()
 	}
 	if err != nil {
-		return User{}, apperr.Internal(err)
+		return Account{}, apperr.Internal(err)
 	}
-	return u, nil
+	return accountOf(u), nil
 }
 
 // AdminFindUser returns the account named by ref: an email when it holds an
 // "@", else an id.
-func (s *Service) AdminFindUser(ctx context.Context, a Actor, ref string) (User, error) {
+func (s *Service) AdminFindUser(ctx context.Context, a Actor, ref string) (Account, error) {
 	if !strings.Contains(ref, "@") {
 		return s.AdminUser(ctx, a, ref)
 	}
 	if err := s.authorizeRead(ctx, a); err != nil {
-		return User{}, err
+		return Account{}, err
 	}
 	u, err := s.st.UserByEmail(ctx, NormalizeEmail(ref))
 	if errors.Is(err, store.ErrNotFound) {
-		return User{}, errNoSuchUser()
+		return Account{}, errNoSuchUser()
 	}
 	if err != nil {
-		return User{}, apperr.Internal(err)
+		return Account{}, apperr.Internal(err)
 	}
-	return u, nil
+	return accountOf(u), nil
 }
 
 // UserPatch is a change of an account: nil fields stay as they are; ""
@@ -154,12 +158,12 @@ func (p UserPatch) empty() bool {
 // refresh token of the user. The change, the revocation and their audit
 // entries (user.disabled or user.enabled for the status, user.updated for
 // the rest, each with the acting admin) commit together.
-func (s *Service) AdminUpdateUser(ctx context.Context, a Actor, id string, p UserPatch, m Meta) (User, error) {
+func (s *Service) AdminUpdateUser(ctx context.Context, a Actor, id string, p UserPatch, m Meta) (Account, error) {
 	if err := AuthorizeAdmin(a); err != nil {
-		return User{}, err
+		return Account{}, err
 	}
 	if err := p.check(); err != nil {
-		return User{}, err
+		return Account{}, err
 	}
 	now := s.clock()
 	var after store.User
@@ -199,12 +203,12 @@ func (s *Service) AdminUpdateUser(ctx context.Context, a Actor, id string, p Use
 		return tx.AppendAudit(ctx, s.adminEvent(EventUserUpdated, now, m, a, id, map[string]any{"changes": changes}))
 	})
 	if errors.Is(err, store.ErrNotFound) {
-		return User{}, errNoSuchUser()
+		return Account{}, errNoSuchUser()
 	}
 	if err != nil {
-		return User{}, asAppErr(err)
+		return Account{}, asAppErr(err)
 	}
-	return after, nil
+	return accountOf(after), nil
 }
 
 // recordStatus revokes the sessions of a disabled account and audits a

@@ -83,7 +83,7 @@ func forEachDB(t *testing.T, fn func(t *testing.T, dbURL string)) {
 
 const pw = "correct horse battery staple"
 
-func (f *fixture) user(t testing.TB, email string) auth.User {
+func (f *fixture) user(t testing.TB, email string) auth.Account {
 	t.Helper()
 	u, err := f.svc.Register(context.Background(), auth.RegisterInput{Email: email, Password: pw}, auth.Meta{})
 	if err != nil {
@@ -328,14 +328,14 @@ func TestLoginOverlappingAnAccountChange(t *testing.T) {
 		f := newFixture(t, dbURL, 0)
 		for _, tc := range []struct {
 			email, code string
-			change      func(u auth.User) error
+			change      func(u auth.Account) error
 		}{
-			{"changed@example.com", "invalid_credentials", func(u auth.User) error {
+			{"changed@example.com", "invalid_credentials", func(u auth.Account) error {
 				return f.st.WithUser(ctx, u.ID, func(tx store.UserTx) error {
 					return tx.SetPasswordHash(ctx, "$argon2id$v=19$m=64,t=1,p=1$c2FsdHNhbHQ$bmV3aGFzaG5ld2hhc2g", f.clock.Now())
 				})
 			}},
-			{"disabled@example.com", "account_disabled", func(u auth.User) error {
+			{"disabled@example.com", "account_disabled", func(u auth.Account) error {
 				disabled := store.StatusDisabled
 				return f.st.WithUser(ctx, u.ID, func(tx store.UserTx) error {
 					_, err := tx.Update(ctx, store.UserChange{Status: &disabled}, f.clock.Now())

@@ -63,7 +63,7 @@ func validText(s string, max int) bool {
 
 // Register creates an account. Policy failures come back as one error
 // listing every broken rule.
-func (s *Service) Register(ctx context.Context, in RegisterInput, m Meta) (store.User, error) {
+func (s *Service) Register(ctx context.Context, in RegisterInput, m Meta) (Account, error) {
 	email := strings.TrimSpace(in.Email)
 	pw := password.Normalize(in.Password)
 	var fields []apperr.FieldError
@@ -85,7 +85,7 @@ func (s *Service) Register(ctx context.Context, in RegisterInput, m Meta) (store
 	if len(fields) > 0 {
 		e := apperr.New(apperr.KindInvalid, "validation_failed", "The request is not valid.")
 		e.Fields = fields
-		return store.User{}, e
+		return Account{}, e
 	}
 	role := in.Role
 	if role == "" {
@@ -93,7 +93,7 @@ func (s *Service) Register(ctx context.Context, in RegisterInput, m Meta) (store
 	}
 	hash, err := s.hasher.Hash(ctx, pw)
 	if err != nil {
-		return store.User{}, hashErr(err)
+		return Account{}, hashErr(err)
 	}
 	now := s.clock()
 	u := store.User{
@@ -110,23 +110,23 @@ func (s *Service) Register(ctx context.Context, in RegisterInput, m Meta) (store
 		return q.AppendAudit(ctx, s.event(EventUserRegistered, now, m, u.ID, "", nil))
 	})
 	if errors.Is(err, store.ErrAlreadyExists) {
-		return store.User{}, apperr.New(apperr.KindConflict, "email_already_registered", "An account with this email already exists.")
+		return Account{}, apperr.New(apperr.KindConflict, "email_already_registered", "An account with this email already exists.")
 	}
 	if err != nil {
-		return store.User{}, apperr.Internal(err)
+		return Account{}, apperr.Internal(err)
 	}
 	s.mailQueued()
-	return u, nil
+	return accountOf(u), nil
 }
 
 // Me returns the account of the authenticated user.
-func (s *Service) Me(ctx context.Context, userID string) (store.User, error) {
+func (s *Service) Me(ctx context.Context, userID string) (Account, error) {
 	u, err := s.st.UserByID(ctx, userID)
 	if errors.Is(err, store.ErrNotFound) {
-		return store.User{}, apperr.New(apperr.KindNotFound, "not_found", "The account does not exist.")
+		return Account{}, apperr.New(apperr.KindNotFound, "not_found", "The account does not exist.")
 	}
 	if err != nil {
-		return store.User{}, apperr.Internal(err)
+		return Account{}, apperr.Internal(err)
 	}
-	return u, nil
+	return accountOf(u), nil
 }

@@ -220,12 +220,31 @@ func truncate(s string, n int) string {
 	return s[:n]
 }
 
-// User and Session are the store's records as the flows hand them out; the
-// aliases keep the transport from depending on the storage package.
-type (
-	User    = store.User
-	Session = store.Session
-)
+// Session is the store's record as the flows hand it out; the alias keeps
+// the transport from depending on the storage package.
+type Session = store.Session
+
+// Account is an account as the service hands it out: everything the
+// transport and the command line show of it, and never the password hash,
+// which no caller outside this package has any use for.
+type Account struct {
+	ID              string
+	Email           string
+	Name            string
+	Role            string
+	Status          string
+	EmailVerifiedAt *time.Time
+	TenantID        string
+	OrganizationID  string
+	CreatedAt       time.Time
+}
+
+func accountOf(u store.User) Account {
+	return Account{
+		ID: u.ID, Email: u.Email, Name: u.Name, Role: u.Role, Status: u.Status, EmailVerifiedAt: u.EmailVerifiedAt,
+		TenantID: u.TenantID, OrganizationID: u.OrganizationID, CreatedAt: u.CreatedAt,
+	}
+}
 
 // Account status values, for the transport.
 const (

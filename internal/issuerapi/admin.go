@@ -239,7 +239,7 @@ func auditView(e auth.AuditEvent) auditJSON {
 
 // UserObject is the API's user object of u, for the command line's JSON
 // output: the CLI prints what the API answers.
-func UserObject(u auth.User) any { return userView(u) }
+func UserObject(u auth.Account) any { return userView(u) }
 
 // AuditObject is the API's audit entry of e, for the command line.
 func AuditObject(e auth.AuditEvent) any { return auditView(e) }

@@ -49,7 +49,7 @@ type userJSON struct {
 }
 
 // userView is the only way a user leaves the service: never a hash.
-func userView(u auth.User) userJSON {
+func userView(u auth.Account) userJSON {
 	return userJSON{
 		ID: u.ID, Email: u.Email, EmailVerified: u.EmailVerifiedAt != nil, Role: u.Role, Status: u.Status,
 		Name: u.Name, TenantID: u.TenantID, OrganizationID: u.OrganizationID, CreatedAt: rfc3339(u.CreatedAt),
