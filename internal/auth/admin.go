@@ -48,7 +48,9 @@ func AuthorizeAdmin(a Actor) error {
 
 // authorizeRead re-reads the acting admin before a read: an admin demoted
 // or disabled since their access token was minted (it lives up to its TTL)
-// must not keep reading accounts, sessions and the audit trail.
+// must not keep reading accounts, sessions and the audit trail. Writes on
+// an account call it too, before the account's lock, so that such an admin
+// gets forbidden rather than the not_found of an unknown account.
 func (s *Service) authorizeRead(ctx context.Context, a Actor) error {
 	if err := authorizeWrite(ctx, s.st, a); err != nil {
 		return asAppErr(err)

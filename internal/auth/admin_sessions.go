@@ -41,7 +41,8 @@ func (s *Service) AdminSessions(ctx context.Context, a Actor, userID string, pq 
 // audits session.revoked with the acting admin, also when there was none to
 // revoke: the admin acted. It returns how many sessions it revoked.
 func (s *Service) AdminRevokeSessions(ctx context.Context, a Actor, userID string, m Meta) (int, error) {
-	if err := AuthorizeAdmin(a); err != nil {
+	// As in AdminUpdateUser: forbidden before the target's not_found.
+	if err := s.authorizeRead(ctx, a); err != nil {
 		return 0, err
 	}
 	now := s.clock()

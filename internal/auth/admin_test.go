@@ -163,6 +163,16 @@ func TestAdminCallsRereadTheAdmin(t *testing.T) {
 				wantCode(t, "AdminUpdateUser by the stale admin", err, "forbidden")
 				_, err = f.svc.AdminRevokeSessions(ctx, adm, target.ID, auth.Meta{})
 				wantCode(t, "AdminRevokeSessions by the stale admin", err, "forbidden")
+				// Nor may it learn which ids exist: forbidden, not not_found,
+				// for an account that is not there.
+				_, err = f.svc.AdminUser(ctx, adm, "no-such-user")
+				wantCode(t, "AdminUser(unknown) by the stale admin", err, "forbidden")
+				_, err = f.svc.AdminSessions(ctx, adm, "no-such-user", auth.PageQuery{})
+				wantCode(t, "AdminSessions(unknown) by the stale admin", err, "forbidden")
+				_, err = f.svc.AdminUpdateUser(ctx, adm, "no-such-user", auth.UserPatch{Status: ptr(auth.StatusDisabled)}, auth.Meta{})
+				wantCode(t, "AdminUpdateUser(unknown) by the stale admin", err, "forbidden")
+				_, err = f.svc.AdminRevokeSessions(ctx, adm, "no-such-user", auth.Meta{})
+				wantCode(t, "AdminRevokeSessions(unknown) by the stale admin", err, "forbidden")
 				page, err := f.svc.AdminSessions(ctx, auth.Operator(), target.ID, auth.PageQuery{})
 				if err != nil || len(page.Sessions) != 1 {
 					t.Errorf("AdminSessions(target) = %d sessions, %v; want the 1 session untouched", len(page.Sessions), err)
@@ -176,6 +186,44 @@ func TestAdminCallsRereadTheAdmin(t *testing.T) {
 		wantCode(t, "AdminUser by a deleted admin", err, "forbidden")
 		if u, _ := f.st.UserByID(ctx, target.ID); u.Status != auth.StatusEnabled || u.Role != auth.RoleUser {
 			t.Errorf("target after refused writes = %s/%s, want enabled/user", u.Status, u.Role)
+		}
+	})
+}
+
+// An admin demoted after the check before the target's lock, while the
+// write waits for it, is refused under the lock: the early check spares
+// the target's not_found, it does not replace the decision in the lock.
+func TestAdminWritesRecheckUnderTheLock(t *testing.T) {
+	forEachDB(t, func(t *testing.T, dbURL string) {
+		f := newFixture(t, dbURL, 0)
+		ctx := context.Background()
+		target := f.user(t, "target@example.com")
+		f.login(t, "target@example.com", "d1")
+		adm := f.admin(t, "admin@example.com")
+		demoted := false
+		svc := f.over(meanwhile{Store: f.st, change: func() {
+			if demoted {
+				return
+			}
+			demoted = true
+			if _, err := f.svc.AdminUpdateUser(ctx, auth.Operator(), adm.UserID, auth.UserPatch{Role: ptr(auth.RoleUser)}, auth.Meta{}); err != nil {
+				t.Fatal(err)
+			}
+		}})
+		_, err := svc.AdminUpdateUser(ctx, adm, target.ID, auth.UserPatch{Status: ptr(auth.StatusDisabled)}, auth.Meta{})
+		wantCode(t, "AdminUpdateUser by an admin demoted meanwhile", err, "forbidden")
+		if u, _ := f.st.UserByID(ctx, target.ID); u.Status != auth.StatusEnabled {
+			t.Errorf("target after the refused disable = %s, want enabled", u.Status)
+		}
+		if _, err := f.svc.AdminUpdateUser(ctx, auth.Operator(), adm.UserID, auth.UserPatch{Role: ptr(auth.RoleAdmin)}, auth.Meta{}); err != nil {
+			t.Fatal(err)
+		}
+		demoted = false
+		_, err = svc.AdminRevokeSessions(ctx, adm, target.ID, auth.Meta{})
+		wantCode(t, "AdminRevokeSessions by an admin demoted meanwhile", err, "forbidden")
+		page, err := f.svc.AdminSessions(ctx, auth.Operator(), target.ID, auth.PageQuery{})
+		if err != nil || len(page.Sessions) != 1 {
+			t.Errorf("AdminSessions(target) = %d sessions, %v; want the 1 session untouched", len(page.Sessions), err)
 		}
 	})
 }

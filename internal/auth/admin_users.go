@@ -159,7 +159,9 @@ func (p UserPatch) empty() bool {
 // entries (user.disabled or user.enabled for the status, user.updated for
 // the rest, each with the acting admin) commit together.
 func (s *Service) AdminUpdateUser(ctx context.Context, a Actor, id string, p UserPatch, m Meta) (Account, error) {
-	if err := AuthorizeAdmin(a); err != nil {
+	// Before the target's lock, whose not_found would tell a demoted admin
+	// which ids exist; authorizeWrite decides again under the lock.
+	if err := s.authorizeRead(ctx, a); err != nil {
 		return Account{}, err
 	}
 	if err := p.check(); err != nil {
