@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/palisade-auth/palisade/internal/httpserver"
-	"github.com/palisade-auth/palisade/internal/problem"
 	"github.com/palisade-auth/palisade/pkg/verify"
 )
 
@@ -23,16 +22,24 @@ type Proxy struct {
 	hiddenCookies []string // never forwarded to the app
 }
 
-// NewTransport is the transport to the upstream: a large keep-alive pool,
-// since every request of every client goes to the one app beside us, and
-// no environment proxy, since the app is local.
+// NewTransport is the HTTP/1.1 transport to the upstream, the app beside
+// us: an idle pool as large as the concurrency we serve, since every
+// request of every client goes to that one host and a pool too small
+// closes and redials connections under load; no environment proxy, since
+// the app is local; no transparent gzip, so the client's Accept-Encoding
+// reaches the app and a body is copied, never decompressed in between;
+// and timeouts on connecting, never on a response, which may stream.
 func NewTransport() *http.Transport {
 	return &http.Transport{
+		Proxy:                 nil,
 		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		ForceAttemptHTTP2:     false,
 		MaxIdleConns:          1024,
 		MaxIdleConnsPerHost:   1024,
 		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,
+		DisableCompression:    true,
 	}
 }
 
@@ -47,6 +54,7 @@ func NewProxy(v *verify.Verifier, upstream *url.URL, transport http.RoundTripper
 		Transport:    transport,
 		ErrorHandler: p.upstreamError,
 		ErrorLog:     slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
+		BufferPool:   newBufferPool(),
 	}
 	return p
 }
@@ -110,10 +118,7 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 		// this answer, since the body was not read to its end.
 		p.cfg.Metrics.failure(FailureBodyTimeout)
 		p.cfg.Logger.DebugContext(r.Context(), "request body timed out", slog.String("err", err.Error()))
-		problem.Write(w, problem.Problem{
-			Status: http.StatusRequestTimeout, Code: "request_timeout",
-			Detail: "The request body did not arrive in time.",
-		})
+		p.refuse(w, r, refuseBodyTimeout)
 		return
 	}
 	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
@@ -124,8 +129,5 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 	}
 	p.cfg.Metrics.failure(FailureUpstream)
 	p.cfg.Logger.WarnContext(r.Context(), "upstream unavailable", slog.String("err", err.Error()))
-	problem.Write(w, problem.Problem{
-		Status: http.StatusBadGateway, Code: "bad_gateway", Title: "Bad Gateway",
-		Detail: "The application behind the verifier did not answer.",
-	})
+	p.refuse(w, r, refuseUpstream)
 }

@@ -1,0 +1,84 @@
+package proxy_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+
+	"github.com/palisade-auth/palisade/internal/httpserver"
+	"github.com/palisade-auth/palisade/internal/proxy"
+	"github.com/palisade-auth/palisade/pkg/verify/verifytest"
+)
+
+// TestGRPCUpstreamDown: an app that cannot be reached is UNAVAILABLE to a
+// gRPC client, with the verifier's message.
+func TestGRPCUpstreamDown(t *testing.T) {
+	ks := verifytest.NewKeySet(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := &url.URL{Scheme: "http", Host: ln.Addr().String()}
+	ln.Close()
+	client := grpcClient(t, h2cVerifier(t, ks.Verifier(t), down, proxy.NewH2CTransport()))
+	_, err = client.Check(withToken(callCtx(t), ks.Token(t, "user-1")), &healthpb.HealthCheckRequest{})
+	if got := status.Code(err); got != codes.Unavailable {
+		t.Errorf("Check with the app down = %v, want Unavailable", err)
+	}
+	if msg := status.Convert(err).Message(); !strings.Contains(msg, "did not answer") {
+		t.Errorf("Check with the app down: message = %q, want the verifier's", msg)
+	}
+}
+
+// TestGRPCStalledRequestIsDeadlineExceeded: a gRPC call whose request
+// message stalls past the body idle timeout is the client's fault, not the
+// app's: DEADLINE_EXCEEDED with the verifier's message, as a
+// trailers-only answer, instead of the UNAVAILABLE of an app down.
+func TestGRPCStalledRequestIsDeadlineExceeded(t *testing.T) {
+	ks := verifytest.NewKeySet(t)
+	app, up := grpcApp(t)
+	log := slog.New(slog.DiscardHandler)
+	p := proxy.NewProxy(ks.Verifier(t), up, proxy.NewH2CTransport(), proxy.Config{Logger: log})
+	srv := httpserver.New("proxy", log, p, httpserver.Options{BodyIdleTimeout: 200 * time.Millisecond, Protocols: proxy.ServerProtocols()})
+	if err := srv.Listen("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { srv.Serve(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	var h2 http.Protocols
+	h2.SetUnencryptedHTTP2(true)
+	c := &http.Client{Transport: &http.Transport{Protocols: &h2}, Timeout: 30 * time.Second}
+	body, stall := io.Pipe()
+	defer stall.Close()
+	go stall.Write([]byte{0, 0, 0}) // part of a message's 5-byte prefix, then nothing
+	req, _ := http.NewRequest(http.MethodPost, "http://"+srv.Addr().String()+"/grpc.health.v1.Health/Check", body)
+	req.Header.Set("Content-Type", "application/grpc")
+	req.Header.Set("Te", "trailers")
+	req.Header.Set("Authorization", "Bearer "+ks.Token(t, "user-1"))
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, _ := io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || n != 0 || resp.Header.Get("Grpc-Status") != "4" || !strings.Contains(resp.Header.Get("Grpc-Message"), "did not arrive in time") {
+		t.Errorf("stalled gRPC call = %d, %d body bytes, grpc-status %q, grpc-message %q; want 200, none, 4 and the verifier's message",
+			resp.StatusCode, n, resp.Header.Get("Grpc-Status"), resp.Header.Get("Grpc-Message"))
+	}
+	if got := app.calls.Load(); got != 0 {
+		t.Errorf("calls the app completed = %d, want 0", got)
+	}
+}
