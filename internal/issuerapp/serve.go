@@ -34,6 +34,7 @@ func (a *App) rateLimiter(ctx context.Context, cfg config.Issuer, reg prometheus
 		if err != nil {
 			return nil, err
 		}
+		redisstore.SetLog(a.Log)
 		a.Log.InfoContext(ctx, "rate-limit counters in Redis", "url", redisstore.Redact(cfg.RateLimitStore), "timeout", cfg.RateLimitStoreTimeout)
 		st = rs
 	case cfg.SharedRateLimits():
@@ -70,7 +71,9 @@ func (a *App) Serve(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	svc := a.newAuth(a.hasher(cfg.Passwords, reg), mailer.Wake, hooks.Wake)
+	hasher := a.hasher(cfg.Passwords, reg)
+	startMemoryControl(ctx, a.Log, hasher)
+	svc := a.newAuth(hasher, mailer.Wake, hooks.Wake)
 	api, err := a.api(ctx, svc, limiter)
 	if err != nil {
 		return err

@@ -1,0 +1,118 @@
+package issuerapp
+
+import (
+	"context"
+	"log/slog"
+	"math"
+	"os"
+	"runtime/debug"
+	"time"
+
+	"github.com/palisade-auth/palisade/internal/password"
+)
+
+// memoryBase is what the issuer needs besides password hashing under a
+// flood: the runtime and the heap at rest (about 10 MiB), and 500 clients'
+// connections and queued requests (about 16 MiB of heap and 10 MiB of
+// goroutine stacks), rounded. The executable's own pages (about 23 MiB
+// resident) are outside the Go runtime and outside the limit.
+const memoryBase = 32 << 20
+
+// memoryLimit returns the soft memory limit of an issuer running at most
+// slots argon2 computations of perHash bytes each:
+//
+//	(slots + 2) × perHash + memoryBase
+//
+// Every computation allocates perHash and drops it when done, so under a
+// login flood the heap is mostly dead hashes; with GOGC alone the collector
+// lets them pile up to twice the live heap (a 500-client flood took the
+// issuer to 160-190 MiB). The limit makes it collect them sooner. The two
+// extra hashes are the room between collections: with room for fewer, the
+// collector runs back to back (measured: 4 cycles per hash with the limit
+// at slots × perHash + memoryBase) and logins per second fall by half or
+// more. An operator who needs a lower peak than this gives (about 135 MiB
+// resident for two slots and 500 clients) sets GOMEMLIMIT and pays for it
+// in logins per second. ok is false when the operator set GOMEMLIMIT (off included):
+// theirs stands.
+func memoryLimit(slots int, perHash int64, getenv func(string) string) (limit int64, ok bool) {
+	if getenv("GOMEMLIMIT") != "" {
+		return 0, false
+	}
+	return int64(slots+2)*perHash + memoryBase, true
+}
+
+// setMemoryLimit applies memoryLimit to the runtime and logs the limit in
+// force.
+func setMemoryLimit(log *slog.Logger, slots int, perHash int64) {
+	limit, ok := memoryLimit(slots, perHash, os.Getenv)
+	source := "derived: (--hash-concurrency + 2) × argon2 memory + 32 MiB"
+	if ok {
+		debug.SetMemoryLimit(limit)
+	} else {
+		limit, source = debug.SetMemoryLimit(-1), "GOMEMLIMIT"
+	}
+	if limit == math.MaxInt64 {
+		log.Info("memory limit", slog.String("mib", "off"), slog.String("source", source))
+		return
+	}
+	log.Info("memory limit", slog.Int64("mib", limit>>20), slog.String("source", source))
+}
+
+// startMemoryControl sets the soft memory limit for h and returns h's
+// burst memory to the system when hashing goes quiet (checked every
+// second), until ctx ends.
+func startMemoryControl(ctx context.Context, log *slog.Logger, h *password.Hasher) {
+	setMemoryLimit(log, h.Slots(), h.HashMemory())
+	go (&memoryReturner{hashes: h, release: debug.FreeOSMemory}).run(ctx, time.Second)
+}
+
+// hashActivity is what memoryReturner watches of a *password.Hasher.
+type hashActivity interface {
+	Computed() uint64
+	Running() int
+	Waiting() int64
+}
+
+// memoryReturner gives the memory of a burst of password hashing back to
+// the system once hashing has gone quiet. The collector runs only when
+// something allocates, so after a flood the last dead hashes (up to the
+// memory limit) stay in the heap, and resident, until the runtime's forced
+// collection two minutes later. Under steady hashing it does nothing: the
+// memory limit bounds that.
+type memoryReturner struct {
+	hashes  hashActivity
+	release func() // debug.FreeOSMemory, but for tests
+	seen    uint64 // Computed at the last tick
+	dirty   bool   // hashes ran since the last release
+}
+
+// tick releases when hashes ran since the last release, none has started
+// since the previous tick, and none is running or waiting now: once per
+// quiet spell, never while hashing goes on. A computation is counted when
+// it starts, so the idle check is what keeps a release from running before
+// the last hash's memory is garbage.
+func (m *memoryReturner) tick() {
+	n := m.hashes.Computed()
+	if n != m.seen {
+		m.seen, m.dirty = n, true
+		return
+	}
+	if m.dirty && m.hashes.Running() == 0 && m.hashes.Waiting() == 0 {
+		m.dirty = false
+		m.release()
+	}
+}
+
+// run ticks every interval until ctx ends.
+func (m *memoryReturner) run(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			m.tick()
+		}
+	}
+}
