@@ -185,35 +185,9 @@ func Serve(ctx context.Context, cfg config.Verifier, log *slog.Logger) error {
 			return st.Seconds()
 		}, func() float64 { return float64(revs.Len()) })
 	}
-	trusted, err := clientip.New(cfg.TrustedProxies)
+	h, err := handler(cfg, v, metrics, log)
 	if err != nil {
 		return err
-	}
-	pcfg := proxy.Config{
-		Public: proxy.NewPublicPaths(cfg.PublicPaths), TrustedProxies: trusted, Metrics: metrics, Logger: log,
-	}
-	if len(cfg.IssuerPaths) > 0 {
-		pcfg.IssuerPaths = proxy.NewPublicPaths(cfg.IssuerPaths)
-	}
-	if len(cfg.BrowserOrigins) > 0 {
-		pcfg.Cookies = &verify.CookieAuth{Origins: cfg.BrowserOrigins}
-	}
-	var h http.Handler
-	if cfg.Mode == config.ModeForwardAuth {
-		if pcfg.ForwardHeaders, err = proxy.ParseForwardHeaders(cfg.ForwardHeaders); err != nil {
-			return err
-		}
-		h = proxy.NewForwardAuth(v, pcfg)
-	} else {
-		upstream, err := url.Parse(cfg.Upstream)
-		if err != nil {
-			return err
-		}
-		var transport http.RoundTripper // nil: proxy.NewTransport, HTTP/1.1
-		if cfg.UpstreamProtocol == proxy.UpstreamH2C {
-			transport = proxy.NewH2CTransport()
-		}
-		h = proxy.NewProxy(v, upstream, transport, pcfg)
 	}
 	h = httpserver.RequestID(httpserver.AccessLog(log, httpserver.Recover(log, h)))
 	// The verifier proxies uploads of any length: a body is bounded by
@@ -235,6 +209,39 @@ func Serve(ctx context.Context, cfg config.Verifier, log *slog.Logger) error {
 		return err
 	}
 	return httpserver.Run(ctx, main, admin)
+}
+
+// handler returns the mode's handler: the forward-auth endpoint, or the
+// reverse proxy to the upstream over the configured protocol.
+func handler(cfg config.Verifier, v *verify.Verifier, metrics *proxy.Metrics, log *slog.Logger) (http.Handler, error) {
+	trusted, err := clientip.New(cfg.TrustedProxies)
+	if err != nil {
+		return nil, err
+	}
+	pcfg := proxy.Config{
+		Public: proxy.NewPublicPaths(cfg.PublicPaths), TrustedProxies: trusted, Metrics: metrics, Logger: log,
+	}
+	if len(cfg.IssuerPaths) > 0 {
+		pcfg.IssuerPaths = proxy.NewPublicPaths(cfg.IssuerPaths)
+	}
+	if len(cfg.BrowserOrigins) > 0 {
+		pcfg.Cookies = &verify.CookieAuth{Origins: cfg.BrowserOrigins}
+	}
+	if cfg.Mode == config.ModeForwardAuth {
+		if pcfg.ForwardHeaders, err = proxy.ParseForwardHeaders(cfg.ForwardHeaders); err != nil {
+			return nil, err
+		}
+		return proxy.NewForwardAuth(v, pcfg), nil
+	}
+	upstream, err := url.Parse(cfg.Upstream)
+	if err != nil {
+		return nil, err
+	}
+	var transport http.RoundTripper // nil: proxy.NewTransport, HTTP/1.1
+	if cfg.UpstreamProtocol == proxy.UpstreamH2C {
+		transport = proxy.NewH2CTransport()
+	}
+	return proxy.NewProxy(v, upstream, transport, pcfg), nil
 }
 
 func adminMux(reg *prometheus.Registry, srcs Sources) *http.ServeMux {

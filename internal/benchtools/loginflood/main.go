@@ -129,14 +129,34 @@ func run(o options) error {
 	fmt.Printf("peak resident (VmHWM): %.1f MiB\n", end.hwm)
 	fmt.Printf("resident at the end of the flood: %.1f MiB\n", end.rss)
 
-	// After the flood: how long until the resident memory is back under
-	// the target, with no requests at all.
+	after, reached, err := settle(o, is.pid())
+	if err != nil {
+		return err
+	}
+	time.Sleep(o.hold)
+	var failed []string
+	if o.maxPeak > 0 && end.hwm > o.maxPeak {
+		failed = append(failed, fmt.Sprintf("peak %.1f MiB over %.0f MiB", end.hwm, o.maxPeak))
+	}
+	if o.maxAfter > 0 && !reached {
+		failed = append(failed, fmt.Sprintf("resident %.1f MiB still over %.0f MiB after %s", after.rss, o.maxAfter, o.settle))
+	}
+	if res.ok.Load() == 0 {
+		failed = append(failed, "no login succeeded")
+	}
+	if len(failed) > 0 {
+		return errors.New(strings.Join(failed, "; "))
+	}
+	return nil
+}
+
+// settle watches the issuer after the flood, with no requests at all: how
+// long until its resident memory is back under o.maxAfter, within o.settle.
+func settle(o options, pid int) (after status, reached bool, err error) {
 	start := time.Now()
-	var after status
-	reached := false
 	for {
-		if after, err = readStatus(is.pid()); err != nil {
-			return err
+		if after, err = readStatus(pid); err != nil {
+			return after, false, err
 		}
 		if o.maxAfter > 0 && after.rss <= o.maxAfter {
 			reached = true
@@ -153,22 +173,7 @@ func run(o options) error {
 		fmt.Printf("resident after the flood: %.1f MiB after %s", after.rss, o.settle)
 	}
 	fmt.Printf(" (anonymous %.1f MiB, the executable's and other files' pages %.1f MiB)\n", after.anon, after.file)
-
-	time.Sleep(o.hold)
-	var failed []string
-	if o.maxPeak > 0 && end.hwm > o.maxPeak {
-		failed = append(failed, fmt.Sprintf("peak %.1f MiB over %.0f MiB", end.hwm, o.maxPeak))
-	}
-	if o.maxAfter > 0 && !reached {
-		failed = append(failed, fmt.Sprintf("resident %.1f MiB still over %.0f MiB after %s", after.rss, o.maxAfter, o.settle))
-	}
-	if res.ok.Load() == 0 {
-		failed = append(failed, "no login succeeded")
-	}
-	if len(failed) > 0 {
-		return errors.New(strings.Join(failed, "; "))
-	}
-	return nil
+	return after, reached, nil
 }
 
 type result struct {
