@@ -3,8 +3,9 @@ package e2e
 import (
 	"context"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -55,15 +56,41 @@ func (h *grpcHealthApp) Watch(in *healthpb.HealthCheckRequest, stream healthpb.H
 	return h.Server.Watch(in, stream)
 }
 
-// TestVerifierGRPC runs the real verifier binary with --upstream-protocol
-// h2c in front of a grpc-go server, called by a grpc-go client over h2c.
-func TestVerifierGRPC(t *testing.T) {
-	ks := verifytest.NewKeySet(t)
-	ks.Issuer, ks.Audience = "http://issuer.test", "api"
-	jwks := filepath.Join(t.TempDir(), "jwks.json")
-	if err := os.WriteFile(jwks, ks.JWKS(), 0o600); err != nil {
+// readmeGRPCArgs returns the flags of the README's gRPC example, after
+// "./bin/verifier serve", with the app's and the key set's addresses replaced.
+func readmeGRPCArgs(t *testing.T, app, jwksURL string) []string {
+	t.Helper()
+	raw, err := os.ReadFile("../../README.md")
+	if err != nil {
 		t.Fatal(err)
 	}
+	cmd := strings.ReplaceAll(shBlock(t, string(raw), "### gRPC and HTTP/2"), "\\\n", " ")
+	args := strings.Fields(cmd)
+	if len(args) < 2 || args[0] != "./bin/verifier" || args[1] != "serve" {
+		t.Fatalf("the README's gRPC example is no longer ./bin/verifier serve ...: %q", cmd)
+	}
+	for i, a := range args {
+		switch a {
+		case "http://127.0.0.1:50051":
+			args[i] = "http://" + app
+		case "http://localhost:8080/.well-known/jwks.json":
+			args[i] = jwksURL
+		}
+	}
+	return args[2:]
+}
+
+// TestVerifierGRPC runs the README's gRPC example, the real verifier binary
+// with --upstream-protocol h2c, in front of a grpc-go server, called by a
+// grpc-go client over h2c.
+func TestVerifierGRPC(t *testing.T) {
+	ks := verifytest.NewKeySet(t)
+	ks.Issuer, ks.Audience = "http://localhost:8080", "api"
+	keys := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(ks.JWKS())
+	}))
+	t.Cleanup(keys.Close)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -74,7 +101,7 @@ func TestVerifierGRPC(t *testing.T) {
 	go srv.Serve(ln)
 	t.Cleanup(srv.Stop)
 
-	v := startVerifier(t, "--upstream", "http://"+ln.Addr().String(), "--upstream-protocol", "h2c", "--jwks-file", jwks)
+	v := startVerifier(t, readmeGRPCArgs(t, ln.Addr().String(), keys.URL+"/.well-known/jwks.json")...)
 	v.waitReady(t)
 	conn, err := grpc.NewClient("passthrough:///"+strings.TrimPrefix(v.base, "http://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
