@@ -11,8 +11,8 @@
 #
 # Sides, in alternating rounds so that whatever else the machine does falls
 # on both alike: "limit" is the issuer as shipped (its derived soft memory
-# limit); "nolimit" runs it with GOMEMLIMIT=off, which is how it behaved
-# before the limit. Each side runs with the default --hash-queue (64: the
+# limit); "nolimit" runs it with GOMEMLIMIT=off (the collection after each
+# hash stays on: it is not an environment setting). Each side runs with the default --hash-queue (64: the
 # clients past it get 503 and retry after Retry-After) and with
 # --hash-queue 0 (all clients queued inside the issuer at once).
 #

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"time"
 
@@ -14,38 +15,40 @@ import (
 // memoryBase is what the issuer needs besides password hashing under a
 // flood: the runtime and the heap at rest (about 10 MiB), and 500 clients'
 // connections and queued requests (about 16 MiB of heap and 10 MiB of
-// goroutine stacks), rounded. The executable's own pages (about 23 MiB
-// resident) are outside the Go runtime and outside the limit.
-const memoryBase = 32 << 20
+// goroutine stacks). The executable's own pages (about 24 MiB resident)
+// are outside the Go runtime and outside the limit. Measured with a
+// 500-client flood on 2 slots of 19 MiB (make bench-issuer-memory): with
+// 32 MiB here logins/s fell 12% against no limit, with 36 MiB 5%, at a
+// peak of 93 and 96 MiB resident.
+const memoryBase = 36 << 20
 
 // memoryLimit returns the soft memory limit of an issuer running at most
 // slots argon2 computations of perHash bytes each:
 //
-//	(slots + 2) × perHash + memoryBase
+//	slots × perHash + memoryBase
 //
-// Every computation allocates perHash and drops it when done, so under a
-// login flood the heap is mostly dead hashes; with GOGC alone the collector
-// lets them pile up to twice the live heap (a 500-client flood took the
-// issuer to 160-190 MiB). The limit makes it collect them sooner. The two
-// extra hashes are the room between collections: with room for fewer, the
-// collector runs back to back (measured: 4 cycles per hash with the limit
-// at slots × perHash + memoryBase) and logins per second fall by half or
-// more. An operator who needs a lower peak than this gives (about 135 MiB
-// resident for two slots and 500 clients) sets GOMEMLIMIT and pays for it
-// in logins per second. ok is false when the operator set GOMEMLIMIT (off included):
+// Every computation allocates perHash and drops it when done; with GOGC
+// alone the collector let those dead hashes pile up to twice the live heap
+// (a 500-client flood took the issuer to 160-190 MiB). The hasher collects
+// after each computation (password.Hasher.CollectAfterEach), so the heap
+// holds the running computations and little else, and this limit is a
+// backstop against what the collections miss, not the collector's trigger:
+// as the trigger alone it had to leave room for two dead hashes, or the
+// collector ran back to back (4 cycles per hash) and halved logins per
+// second. ok is false when the operator set GOMEMLIMIT (off included):
 // theirs stands.
 func memoryLimit(slots int, perHash int64, getenv func(string) string) (limit int64, ok bool) {
 	if getenv("GOMEMLIMIT") != "" {
 		return 0, false
 	}
-	return int64(slots+2)*perHash + memoryBase, true
+	return int64(slots)*perHash + memoryBase, true
 }
 
 // setMemoryLimit applies memoryLimit to the runtime and logs the limit in
 // force.
 func setMemoryLimit(log *slog.Logger, slots int, perHash int64) {
 	limit, ok := memoryLimit(slots, perHash, os.Getenv)
-	source := "derived: (--hash-concurrency + 2) × argon2 memory + 32 MiB"
+	source := "derived: --hash-concurrency × argon2 memory + 36 MiB"
 	if ok {
 		debug.SetMemoryLimit(limit)
 	} else {
@@ -62,6 +65,7 @@ func setMemoryLimit(log *slog.Logger, slots int, perHash int64) {
 // burst memory to the system when hashing goes quiet (checked every
 // second), until ctx ends.
 func startMemoryControl(ctx context.Context, log *slog.Logger, h *password.Hasher) {
+	h.CollectAfterEach(runtime.GC)
 	setMemoryLimit(log, h.Slots(), h.HashMemory())
 	go (&memoryReturner{hashes: h, release: debug.FreeOSMemory}).run(ctx, time.Second)
 }

@@ -25,8 +25,8 @@ func TestMemoryLimit(t *testing.T) {
 		wantLimit int64
 		wantOK    bool
 	}{
-		{"two slots of 19 MiB", 2, 19 * mib, "", 4*19*mib + 32*mib, true},
-		{"eight slots", 8, 19 * mib, "", 10*19*mib + 32*mib, true},
+		{"two slots of 19 MiB", 2, 19 * mib, "", 2*19*mib + 36*mib, true},
+		{"eight slots", 8, 19 * mib, "", 8*19*mib + 36*mib, true},
 		{"operator's limit", 2, 19 * mib, "200MiB", 0, false},
 		{"operator turned it off", 2, 19 * mib, "off", 0, false},
 	}
@@ -51,7 +51,7 @@ func TestSetMemoryLimit(t *testing.T) {
 	t.Run("derived", func(t *testing.T) {
 		t.Setenv("GOMEMLIMIT", "")
 		setMemoryLimit(log, 2, 1<<20)
-		if got, want := debug.SetMemoryLimit(-1), int64(4<<20+memoryBase); got != want {
+		if got, want := debug.SetMemoryLimit(-1), int64(2<<20+memoryBase); got != want {
 			t.Errorf("limit after setMemoryLimit(2 slots of 1 MiB) = %d, want %d", got, want)
 		}
 	})

@@ -78,6 +78,8 @@ type Hasher struct {
 	dummyOnce sync.Once
 	dummy     string
 
+	collect func() // runs after each computation, its slot still held; nil: none
+
 	// slotHook, when set by tests, runs while a slot is held; the function
 	// it returns runs just before the slot is released.
 	slotHook func() (done func())
@@ -92,6 +94,16 @@ func NewHasher(p Params, maxConcurrent int, rand io.Reader) *Hasher {
 	}
 	return &Hasher{params: p, rand: rand, lim: defaultLimits, sem: make(chan struct{}, maxConcurrent)}
 }
+
+// CollectAfterEach makes every computation run collect (the issuer passes
+// runtime.GC) after it and before its slot is given back. An argon2
+// computation drops its whole memory parameter when done; collected there,
+// the next computation reuses that memory instead of adding its own to the
+// heap, so the heap stays near Slots() computations above its resting size
+// however many run in a row. Holding the slot meanwhile is what makes that
+// a bound: no computation starts while the last one's memory is still
+// garbage. Call it before the Hasher is in use.
+func (h *Hasher) CollectAfterEach(collect func()) { h.collect = collect }
 
 // SetMaxWaiting makes callers fail fast with ErrBusy instead of queueing when
 // n callers are already waiting for a slot. n <= 0 lets every caller wait (the
@@ -219,6 +231,9 @@ func (h *Hasher) withSlot(ctx context.Context, f func()) error {
 		defer h.slotHook()()
 	}
 	f()
+	if h.collect != nil {
+		h.collect()
+	}
 	return nil
 }
 

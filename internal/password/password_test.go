@@ -400,3 +400,27 @@ func BenchmarkHash(b *testing.B) {
 		}
 	}
 }
+
+// TestCollectAfterEach: the collection runs once per computation, hash and
+// verify alike, while the computation's slot is still held, so no other
+// computation can start before the last one's memory is collected.
+func TestCollectAfterEach(t *testing.T) {
+	h := NewHasher(cheap, 1, rand.Reader)
+	var collections, heldDuring atomic.Int32
+	h.CollectAfterEach(func() {
+		collections.Add(1)
+		if h.Running() == 1 {
+			heldDuring.Add(1)
+		}
+	})
+	enc := mustHash(t, h, "pw")
+	if ok, _, err := h.Verify(context.Background(), "pw", enc); !ok || err != nil {
+		t.Fatalf("Verify = %v, %v, want true, nil", ok, err)
+	}
+	if got, want := collections.Load(), int32(h.Computed()); got != want || got != 2 {
+		t.Errorf("collections = %d, computations = %d, want 2 of each", got, want)
+	}
+	if got := heldDuring.Load(); got != collections.Load() {
+		t.Errorf("collections with the slot held = %d of %d", got, collections.Load())
+	}
+}
