@@ -181,40 +181,12 @@ func TestRateLimitsRedisOutage(t *testing.T) {
 	want429(t, "login #4 with Redis back", postJSON(t, is.base+"/v1/login", loginBody(email, strongPassword)), 3)
 }
 
-// silentRedis accepts connections, reads and never answers.
-func silentRedis(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	t.Cleanup(func() { ln.Close(); wg.Wait() })
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				_, _ = io.Copy(io.Discard, c)
-				c.Close()
-			}()
-		}
-	}()
-	return "redis://" + ln.Addr().String() + "/0"
-}
-
 // A Redis that accepts and never answers costs a request the store's
 // timeout, not a hang: login answers 503, register passes. (The client's
 // 10 s timeout is a hang guard; the store-level test asserts that the
 // error is the timeout.)
 func TestRateLimitsRedisSilent(t *testing.T) {
-	is := startIssuer(t, testdb.SQLite(t), "--rate-limit-store", silentRedis(t), "--rate-limit-store-timeout", "200ms")
+	is := startIssuer(t, testdb.SQLite(t), "--rate-limit-store", testdb.HangingRedis(t), "--rate-limit-store-timeout", "200ms")
 	email := uniqueEmail()
 	wantStatus(t, "register with a silent Redis", postJSON(t, is.base+"/v1/register", loginBody(email, strongPassword)), http.StatusCreated)
 	for i := 1; i <= 2; i++ {

@@ -7,54 +7,19 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/palisade-auth/palisade/internal/grpctest"
 	"github.com/palisade-auth/palisade/pkg/verify/verifytest"
 )
-
-// grpcHealthApp is gRPC's health service counting the calls that reach it
-// and keeping the metadata of the last.
-type grpcHealthApp struct {
-	*health.Server
-	calls atomic.Int64
-	mu    sync.Mutex
-	last  metadata.MD
-}
-
-func (h *grpcHealthApp) record(ctx context.Context) {
-	h.calls.Add(1)
-	md, _ := metadata.FromIncomingContext(ctx)
-	h.mu.Lock()
-	h.last = md.Copy()
-	h.mu.Unlock()
-}
-
-func (h *grpcHealthApp) lastMD() metadata.MD {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.last
-}
-
-func (h *grpcHealthApp) Check(ctx context.Context, in *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
-	h.record(ctx)
-	return h.Server.Check(ctx, in)
-}
-
-func (h *grpcHealthApp) Watch(in *healthpb.HealthCheckRequest, stream healthpb.Health_WatchServer) error {
-	h.record(stream.Context())
-	return h.Server.Watch(in, stream)
-}
 
 // readmeGRPCArgs returns the flags of the README's gRPC example, after
 // "./bin/verifier serve", with the app's and the key set's addresses replaced.
@@ -95,7 +60,7 @@ func TestVerifierGRPC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	app := &grpcHealthApp{Server: health.NewServer()}
+	app := grpctest.NewHealth()
 	srv := grpc.NewServer()
 	healthpb.RegisterHealthServer(srv, app)
 	go srv.Serve(ln)
@@ -120,16 +85,16 @@ func TestVerifierGRPC(t *testing.T) {
 	tok := ks.Mint(t, verifytest.Claims{Subject: "user-1", Role: "user", SessionID: "session-1", TokenID: "token-1"})
 
 	t.Run("unary reaches the app with the identity", func(t *testing.T) {
-		before := app.calls.Load()
+		before := app.Calls()
 		ctx := metadata.AppendToOutgoingContext(call(t, tok), "x-auth-user-id", "admin")
 		resp, err := client.Check(ctx, &healthpb.HealthCheckRequest{})
 		if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
 			t.Fatalf("Check = %v, %v; want SERVING\n%s", resp.GetStatus(), err, v.logs.String())
 		}
-		if got := app.calls.Load() - before; got != 1 {
+		if got := app.Calls() - before; got != 1 {
 			t.Errorf("calls reaching the app = %d, want 1", got)
 		}
-		md := app.lastMD()
+		md := app.LastMetadata()
 		for k, want := range map[string]string{"x-auth-user-id": "user-1", "x-auth-role": "user", "x-auth-session-id": "session-1", "x-auth-token-id": "token-1"} {
 			if got := md.Get(k); len(got) != 1 || got[0] != want {
 				t.Errorf("app metadata %s = %q, want [%q]", k, got, want)
@@ -151,7 +116,7 @@ func TestVerifierGRPC(t *testing.T) {
 			}
 			app.SetServingStatus("orders", healthpb.HealthCheckResponse_NOT_SERVING)
 		}
-		if got := app.lastMD().Get("x-auth-user-id"); len(got) != 1 || got[0] != "user-1" {
+		if got := app.LastMetadata().Get("x-auth-user-id"); len(got) != 1 || got[0] != "user-1" {
 			t.Errorf("Watch app metadata x-auth-user-id = %q, want [user-1]", got)
 		}
 	})
@@ -163,7 +128,7 @@ func TestVerifierGRPC(t *testing.T) {
 		{"forged token", forged.Token(t, "user-1")},
 	} {
 		t.Run(tc.name+" is unauthenticated and never reaches the app", func(t *testing.T) {
-			before := app.calls.Load()
+			before := app.Calls()
 			_, err := client.Check(call(t, tc.token), &healthpb.HealthCheckRequest{})
 			if status.Code(err) != codes.Unauthenticated || !strings.Contains(status.Convert(err).Message(), "access token") {
 				t.Errorf("Check = %v, want Unauthenticated from the verifier", err)
@@ -175,7 +140,7 @@ func TestVerifierGRPC(t *testing.T) {
 			if status.Code(err) != codes.Unauthenticated {
 				t.Errorf("Watch = %v, want Unauthenticated", err)
 			}
-			if got := app.calls.Load() - before; got != 0 {
+			if got := app.Calls() - before; got != 0 {
 				t.Errorf("calls reaching the app = %d, want 0", got)
 			}
 		})

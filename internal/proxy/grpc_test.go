@@ -7,67 +7,30 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/palisade-auth/palisade/internal/grpctest"
 	"github.com/palisade-auth/palisade/internal/proxy"
 	"github.com/palisade-auth/palisade/pkg/verify/verifytest"
 )
 
-// recordingHealth is gRPC's health service that counts the calls reaching
-// it and keeps the metadata of the last, and answers every call with a
-// trailer, so a test sees whether trailers cross the proxy.
-type recordingHealth struct {
-	*health.Server
-	calls atomic.Int64
-	mu    sync.Mutex
-	last  metadata.MD
-}
-
-func (h *recordingHealth) record(ctx context.Context) {
-	h.calls.Add(1)
-	md, _ := metadata.FromIncomingContext(ctx)
-	h.mu.Lock()
-	h.last = md.Copy()
-	h.mu.Unlock()
-	_ = grpc.SetTrailer(ctx, metadata.Pairs("x-app-trailer", "seen"))
-}
-
-func (h *recordingHealth) lastMD() metadata.MD {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.last
-}
-
-func (h *recordingHealth) Check(ctx context.Context, in *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
-	h.record(ctx)
-	return h.Server.Check(ctx, in)
-}
-
-func (h *recordingHealth) Watch(in *healthpb.HealthCheckRequest, stream healthpb.Health_WatchServer) error {
-	h.record(stream.Context())
-	return h.Server.Watch(in, stream)
-}
-
 // grpcApp is a gRPC server on loopback, speaking h2c as every gRPC server
 // without TLS does.
-func grpcApp(t testing.TB) (*recordingHealth, *url.URL) {
+func grpcApp(t testing.TB) (*grpctest.Health, *url.URL) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := &recordingHealth{Server: health.NewServer()}
+	rec := grpctest.NewHealth()
 	srv := grpc.NewServer()
 	healthpb.RegisterHealthServer(srv, rec)
 	go srv.Serve(ln)
@@ -109,7 +72,7 @@ func TestGRPCThroughProxy(t *testing.T) {
 	tok := ks.Mint(t, verifytest.Claims{Subject: "user-1", Role: "admin", TenantID: "tenant-1", SessionID: "session-1", TokenID: "token-1"})
 
 	t.Run("unary with identity", func(t *testing.T) {
-		before := app.calls.Load()
+		before := app.Calls()
 		var trailer metadata.MD
 		// The client's own identity metadata must not survive.
 		ctx := withToken(callCtx(t), tok, "x-auth-user-id", "someone-else", "x-auth-role", "root")
@@ -120,10 +83,10 @@ func TestGRPCThroughProxy(t *testing.T) {
 		if resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
 			t.Errorf("Check status = %v, want SERVING", resp.GetStatus())
 		}
-		if got := app.calls.Load() - before; got != 1 {
+		if got := app.Calls() - before; got != 1 {
 			t.Errorf("calls reaching the app = %d, want 1", got)
 		}
-		md := app.lastMD()
+		md := app.LastMetadata()
 		for k, want := range map[string]string{
 			"x-auth-user-id": "user-1", "x-auth-role": "admin", "x-auth-tenant-id": "tenant-1",
 			"x-auth-session-id": "session-1", "x-auth-token-id": "token-1",
@@ -149,7 +112,7 @@ func TestGRPCThroughProxy(t *testing.T) {
 	})
 
 	t.Run("server streaming", func(t *testing.T) {
-		before := app.calls.Load()
+		before := app.Calls()
 		app.SetServingStatus("orders", healthpb.HealthCheckResponse_SERVING)
 		stream, err := client.Watch(withToken(callCtx(t), tok), &healthpb.HealthCheckRequest{Service: "orders"})
 		if err != nil {
@@ -172,10 +135,10 @@ func TestGRPCThroughProxy(t *testing.T) {
 			}
 			app.SetServingStatus("orders", next)
 		}
-		if got := app.calls.Load() - before; got != 1 {
+		if got := app.Calls() - before; got != 1 {
 			t.Errorf("calls reaching the app = %d, want 1", got)
 		}
-		if got := app.lastMD().Get("x-auth-user-id"); len(got) != 1 || got[0] != "user-1" {
+		if got := app.LastMetadata().Get("x-auth-user-id"); len(got) != 1 || got[0] != "user-1" {
 			t.Errorf("Watch app metadata x-auth-user-id = %q, want [user-1]", got)
 		}
 	})
@@ -187,7 +150,7 @@ func TestGRPCThroughProxy(t *testing.T) {
 		{"malformed token", "not.a.jwt"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			before := app.calls.Load()
+			before := app.Calls()
 			_, err := client.Check(withToken(callCtx(t), tc.token), &healthpb.HealthCheckRequest{})
 			if got := status.Code(err); got != codes.Unauthenticated {
 				t.Errorf("Check = %v, want Unauthenticated", err)
@@ -202,7 +165,7 @@ func TestGRPCThroughProxy(t *testing.T) {
 			if got := status.Code(err); got != codes.Unauthenticated {
 				t.Errorf("Watch = %v, want Unauthenticated", err)
 			}
-			if got := app.calls.Load() - before; got != 0 {
+			if got := app.Calls() - before; got != 0 {
 				t.Errorf("calls reaching the app = %d, want 0", got)
 			}
 		})

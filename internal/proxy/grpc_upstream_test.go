@@ -78,7 +78,7 @@ func TestGRPCStalledRequestIsDeadlineExceeded(t *testing.T) {
 		t.Errorf("stalled gRPC call = %d, %d body bytes, grpc-status %q, grpc-message %q; want 200, none, 4 and the verifier's message",
 			resp.StatusCode, n, resp.Header.Get("Grpc-Status"), resp.Header.Get("Grpc-Message"))
 	}
-	if got := app.calls.Load(); got != 0 {
+	if got := app.Calls(); got != 0 {
 		t.Errorf("calls the app completed = %d, want 0", got)
 	}
 }

@@ -3,6 +3,8 @@ package testdb
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"net/url"
 	"os"
 	"sync"
@@ -92,3 +94,29 @@ func ProbeRedis() error {
 
 // DescribeRedis says where the Redis tests run, for banners.
 func DescribeRedis() string { return fmt.Sprintf("Redis at %s", redact(RedisURL())) }
+
+// HangingRedis returns the URL of a server that accepts connections and
+// reads from them, and never answers: a Redis that hangs. It closes when
+// the test ends.
+func HangingRedis(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() {
+				defer c.Close()
+				_, _ = io.Copy(io.Discard, c)
+			})
+		}
+	})
+	return "redis://" + ln.Addr().String() + "/0"
+}

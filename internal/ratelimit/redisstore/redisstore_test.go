@@ -3,10 +3,8 @@ package redisstore_test
 import (
 	"context"
 	"errors"
-	"io"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -48,41 +46,11 @@ func TestReplicasShareCounters(t *testing.T) {
 	}
 }
 
-// silentServer accepts connections and reads from them, and never answers:
-// a Redis that hangs.
-func silentServer(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	t.Cleanup(func() { ln.Close(); wg.Wait() })
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer c.Close()
-				_, _ = io.Copy(io.Discard, c)
-			}()
-		}
-	}()
-	t.Cleanup(func() { ln.Close() })
-	return ln.Addr().String()
-}
-
 // Every call on a Redis that never answers ends with the store's timeout,
 // reported as context.DeadlineExceeded, however long the caller would
 // wait: the request's own deadline is far away.
 func TestCallsEndAtTheTimeout(t *testing.T) {
-	st := open(t, "redis://"+silentServer(t)+"/0", 200*time.Millisecond)
+	st := open(t, testdb.HangingRedis(t), 200*time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 	defer cancel()
 	l := ratelimit.Limit{Count: 1, Period: time.Minute}
