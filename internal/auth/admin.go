@@ -64,6 +64,18 @@ type userReader interface {
 	UserByID(ctx context.Context, id string) (store.User, error)
 }
 
+// adminTx runs fn in one transaction that first re-reads the acting admin
+// (authorizeWrite): an admin demoted or disabled since the token was
+// issued writes nothing, and the check and the write see the same state.
+func (s *Service) adminTx(ctx context.Context, a Actor, fn func(q store.Queries) error) error {
+	return s.st.InTx(ctx, func(q store.Queries) error {
+		if err := authorizeWrite(ctx, q, a); err != nil {
+			return err
+		}
+		return fn(q)
+	})
+}
+
 // authorizeWrite re-reads the acting admin inside the write's transaction:
 // an admin demoted or disabled since their access token was minted (it lives
 // up to its TTL) must not keep the power to change accounts.

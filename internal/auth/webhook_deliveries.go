@@ -60,10 +60,7 @@ func (s *Service) AdminRedeliver(ctx context.Context, a Actor, deliveryID string
 		return err
 	}
 	now := s.clock()
-	err := s.st.InTx(ctx, func(q store.Queries) error {
-		if err := authorizeWrite(ctx, q, a); err != nil {
-			return err
-		}
+	err := s.adminTx(ctx, a, func(q store.Queries) error {
 		d, err := q.WebhookDeliveryByID(ctx, deliveryID)
 		if err != nil {
 			return err

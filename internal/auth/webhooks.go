@@ -237,10 +237,7 @@ func (s *Service) AdminCreateWebhook(ctx context.Context, a Actor, in WebhookInp
 	if e.Secret, err = s.sealer.Seal([]byte(secret), WebhookSealContext(e.ID)); err != nil {
 		return NewWebhook{}, apperr.Internal(err)
 	}
-	err = s.st.InTx(ctx, func(q store.Queries) error {
-		if err := authorizeWrite(ctx, q, a); err != nil {
-			return err
-		}
+	err = s.adminTx(ctx, a, func(q store.Queries) error {
 		if err := q.CreateWebhookEndpoint(ctx, e); err != nil {
 			return err
 		}
@@ -321,10 +318,7 @@ func (s *Service) AdminUpdateWebhook(ctx context.Context, a Actor, id string, p 
 	}
 	now := s.clock()
 	var after store.WebhookEndpoint
-	err := s.st.InTx(ctx, func(q store.Queries) error {
-		if err := authorizeWrite(ctx, q, a); err != nil {
-			return err
-		}
+	err := s.adminTx(ctx, a, func(q store.Queries) error {
 		before, err := q.WebhookEndpointByID(ctx, id)
 		if err != nil {
 			return err
@@ -372,10 +366,7 @@ func (s *Service) AdminDeleteWebhook(ctx context.Context, a Actor, id string, m 
 		return err
 	}
 	now := s.clock()
-	err := s.st.InTx(ctx, func(q store.Queries) error {
-		if err := authorizeWrite(ctx, q, a); err != nil {
-			return err
-		}
+	err := s.adminTx(ctx, a, func(q store.Queries) error {
 		e, err := q.WebhookEndpointByID(ctx, id)
 		if err != nil {
 			return err
@@ -412,10 +403,7 @@ func (s *Service) AdminRotateWebhookSecret(ctx context.Context, a Actor, id stri
 	}
 	now := s.clock()
 	var secret string
-	err := s.st.InTx(ctx, func(q store.Queries) error {
-		if err := authorizeWrite(ctx, q, a); err != nil {
-			return err
-		}
+	err := s.adminTx(ctx, a, func(q store.Queries) error {
 		e, err := q.WebhookEndpointByID(ctx, id)
 		if err != nil {
 			return err
