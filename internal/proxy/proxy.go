@@ -19,6 +19,7 @@ import (
 type Proxy struct {
 	gate
 	rp            *httputil.ReverseProxy
+	direct        *direct  // nil: every request goes through rp
 	hiddenCookies []string // never forwarded to the app
 }
 
@@ -45,16 +46,21 @@ func NewTransport() *http.Transport {
 
 // NewProxy returns the proxy to upstream. transport nil means NewTransport().
 func NewProxy(v *verify.Verifier, upstream *url.URL, transport http.RoundTripper, cfg Config) *Proxy {
-	if transport == nil {
+	defaultTransport := transport == nil
+	if defaultTransport {
 		transport = NewTransport()
 	}
 	p := &Proxy{gate: gate{v: v, cfg: cfg}, hiddenCookies: hiddenCookies(cfg)}
+	buffers := newBufferPool()
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:      p.rewrite(upstream),
 		Transport:    transport,
 		ErrorHandler: p.upstreamError,
 		ErrorLog:     slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
-		BufferPool:   newBufferPool(),
+		BufferPool:   buffers,
+	}
+	if defaultTransport && directUpstream(upstream) {
+		p.direct = newDirect(upstream, p.rewrite(upstream), buffers)
 	}
 	return p
 }
@@ -77,6 +83,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if id != nil {
 		r = r.WithContext(verify.NewContext(r.Context(), id))
+	}
+	if p.direct != nil && up != upgradeWebSocket && p.direct.takes(r) {
+		if err := p.direct.serve(w, r); err != nil {
+			p.upstreamError(w, r, err)
+		}
+		return
 	}
 	p.rp.ServeHTTP(w, r)
 }

@@ -1,0 +1,325 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/net/http/httpguts"
+)
+
+// direct forwards the common case, a bodiless GET, HEAD, OPTIONS or TRACE
+// to a plain-HTTP/1.1 upstream, on the handler's own goroutine: it writes
+// the request and reads the answer with net/http's own Request.Write and
+// ReadResponse, on connections it keeps idle itself. The Transport behind
+// ReverseProxy hands every exchange to two goroutines per connection (one
+// writing, one reading, the second parked on a read of its own between
+// exchanges) and clones the request; on a 2-core machine those handoffs
+// and copies were most of what the proxy cost beyond the system calls
+// both must make. Everything else (bodies, upgrades, h2c, TLS upstreams)
+// goes through ReverseProxy, whose retry and body rules it would take
+// more than this to match.
+//
+// The requests it takes are the ones net/http's Transport itself retries
+// on a fresh connection after a reused one fails before answering, and so
+// does direct: once.
+type direct struct {
+	addr     string // host:port
+	dialer   net.Dialer
+	rewrite  func(*httputil.ProxyRequest)
+	buffers  *bufferPool
+	maxIdle  int
+	idleTime time.Duration
+	now      func() time.Time
+
+	mu   sync.Mutex
+	idle []*upConn // most recently used last
+}
+
+// upConn is one connection to the upstream, with its buffers.
+type upConn struct {
+	net.Conn
+	br        *bufio.Reader
+	bw        *bufio.Writer
+	idleSince time.Time
+	reused    bool
+}
+
+// directDefaults mirror NewTransport's: a pool as large as the
+// concurrency we serve, and idle connections closed after 90 seconds.
+const (
+	directMaxIdle  = 1024
+	directIdleTime = 90 * time.Second
+)
+
+func newDirect(upstream *url.URL, rewrite func(*httputil.ProxyRequest), buffers *bufferPool) *direct {
+	host := upstream.Host
+	if upstream.Port() == "" {
+		host = net.JoinHostPort(upstream.Hostname(), "80")
+	}
+	return &direct{
+		addr: host, rewrite: rewrite, buffers: buffers,
+		dialer:  net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second},
+		maxIdle: directMaxIdle, idleTime: directIdleTime, now: time.Now,
+	}
+}
+
+// directUpstream reports whether the upstream suits direct: plain HTTP.
+func directUpstream(u *url.URL) bool {
+	return u.Scheme == "http" && u.Host != ""
+}
+
+// takes reports whether r is a request direct forwards: HTTP/1, no body,
+// a method net/http's Transport would replay, no upgrade (a WebSocket
+// goes through ReverseProxy; any other upgrade was dropped before), and
+// no semicolon in the query, which ReverseProxy rewrites.
+func (d *direct) takes(r *http.Request) bool {
+	if r.ProtoMajor != 1 || r.ContentLength != 0 || len(r.TransferEncoding) != 0 {
+		return false
+	}
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+	default:
+		return false
+	}
+	if _, ok := r.Header["Upgrade"]; ok {
+		return false
+	}
+	return !strings.Contains(r.URL.RawQuery, ";")
+}
+
+// errDirectSwitch is an upstream's 101 to a request that asked for no
+// switch.
+var errDirectSwitch = errors.New("proxy: upstream switched protocols unasked")
+
+// serve forwards r and copies the answer to w. It returns a non-nil error
+// only when nothing but a 1xx was written to w, for the caller to answer.
+func (d *direct) serve(w http.ResponseWriter, r *http.Request) error {
+	out := d.outgoing(r)
+	ctx := r.Context()
+	for attempt := 0; ; attempt++ {
+		c, err := d.get(ctx)
+		if err != nil {
+			return err
+		}
+		stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
+		resp, err := c.exchange(out)
+		if err == nil {
+			return d.answer(w, c, resp, stop)
+		}
+		stop()
+		c.Close()
+		if ctx.Err() != nil {
+			return ctx.Err() // the client went away
+		}
+		// A reused connection the upstream closed while it was idle
+		// fails before any answer: the request is replayable, try once
+		// on a fresh one, as net/http's Transport does.
+		if !c.reused || attempt > 0 {
+			return err
+		}
+	}
+}
+
+// outgoing is the request as ReverseProxy would send it: its header
+// cloned, hop-by-hop and forwarding headers removed, "TE: trailers" kept,
+// then the proxy's rewrite (upstream URL, X-Forwarded-*, identity).
+func (d *direct) outgoing(r *http.Request) *http.Request {
+	out := new(http.Request)
+	*out = http.Request{
+		Method: r.Method, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: r.Header.Clone(), Host: r.Host,
+	}
+	u := *r.URL
+	out.URL = &u
+	removeHopByHop(out.Header)
+	if httpguts.HeaderValuesContainsToken(r.Header["Te"], "trailers") {
+		out.Header.Set("Te", "trailers")
+	}
+	for _, h := range []string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto"} {
+		delete(out.Header, h)
+	}
+	d.rewrite(&httputil.ProxyRequest{In: r, Out: out})
+	if _, ok := out.Header["User-Agent"]; !ok {
+		// Request.Write would send Go's own.
+		out.Header["User-Agent"] = []string{""}
+	}
+	return out
+}
+
+// exchange writes out and reads the answer's head. 1xx answers other than
+// 101 come back too; the caller forwards them and reads on.
+func (c *upConn) exchange(out *http.Request) (*http.Response, error) {
+	if err := out.Write(c.bw); err != nil {
+		return nil, err
+	}
+	if err := c.bw.Flush(); err != nil {
+		return nil, err
+	}
+	return http.ReadResponse(c.br, out)
+}
+
+// answer copies resp (and any further answer after a 1xx) to w, then
+// returns c to the pool if the exchange left it clean. stop cancels the
+// deadline that r's cancellation would set.
+func (d *direct) answer(w http.ResponseWriter, c *upConn, resp *http.Response, stop func() bool) error {
+	reuse := false
+	defer func() {
+		if stop() && reuse {
+			d.put(c)
+			return
+		}
+		c.Close()
+	}()
+	var err error
+	for resp.StatusCode >= 100 && resp.StatusCode < 200 {
+		if resp.StatusCode == http.StatusSwitchingProtocols {
+			return errDirectSwitch
+		}
+		forwardInterim(w, resp)
+		if resp, err = http.ReadResponse(c.br, resp.Request); err != nil {
+			return err
+		}
+	}
+	removeHopByHop(resp.Header)
+	h := w.Header()
+	for k, vv := range resp.Header {
+		h[k] = append(h[k], vv...)
+	}
+	if len(resp.Trailer) > 0 {
+		names := make([]string, 0, len(resp.Trailer))
+		for k := range resp.Trailer {
+			names = append(names, k)
+		}
+		h.Add("Trailer", strings.Join(names, ", "))
+	}
+	w.WriteHeader(resp.StatusCode)
+	if err := d.copyBody(w, resp); err != nil {
+		// As ReverseProxy does: a body cut short by either side must
+		// not end as though complete (a chunked answer would get its
+		// last chunk), so the client's connection is dropped.
+		panic(http.ErrAbortHandler)
+	}
+	reuse = !resp.Close
+	for k, vv := range resp.Trailer {
+		for _, v := range vv {
+			h.Add(http.TrailerPrefix+k, v)
+		}
+	}
+	return nil
+}
+
+// forwardInterim sends a 1xx answer on to the client, as ReverseProxy
+// does: its headers are the 1xx's alone.
+func forwardInterim(w http.ResponseWriter, resp *http.Response) {
+	h := w.Header()
+	for k, vv := range resp.Header {
+		h[k] = append(h[k], vv...)
+	}
+	w.WriteHeader(resp.StatusCode)
+	for k := range resp.Header {
+		delete(h, k)
+	}
+}
+
+// copyBody copies resp's body to w to its end, flushing after each read
+// when the upstream streams (no Content-Length).
+func (d *direct) copyBody(w http.ResponseWriter, resp *http.Response) error {
+	flush := resp.ContentLength == -1
+	rc := http.NewResponseController(w)
+	buf := d.buffers.Get()
+	defer d.buffers.Put(buf)
+	for {
+		n, rerr := resp.Body.Read(buf)
+		if n > 0 {
+			if _, err := w.Write(buf[:n]); err != nil {
+				return err
+			}
+			if flush {
+				if err := rc.Flush(); err != nil {
+					return err
+				}
+			}
+		}
+		if rerr == io.EOF {
+			return nil
+		}
+		if rerr != nil {
+			return rerr
+		}
+	}
+}
+
+// get returns an idle connection, the most recently used first, or dials
+// one.
+func (d *direct) get(ctx context.Context) (*upConn, error) {
+	d.mu.Lock()
+	for n := len(d.idle); n > 0; n = len(d.idle) {
+		c := d.idle[n-1]
+		d.idle[n-1] = nil
+		d.idle = d.idle[:n-1]
+		if d.now().Sub(c.idleSince) < d.idleTime {
+			d.mu.Unlock()
+			c.reused = true
+			return c, nil
+		}
+		c.Close()
+	}
+	d.mu.Unlock()
+	conn, err := d.dialer.DialContext(ctx, "tcp", d.addr)
+	if err != nil {
+		return nil, err
+	}
+	return &upConn{Conn: conn, br: bufio.NewReaderSize(conn, 4<<10), bw: bufio.NewWriterSize(conn, 4<<10)}, nil
+}
+
+// put returns c to the pool; the pool's oldest connection is closed if it
+// has idled too long, so a quiet pool shrinks.
+func (d *direct) put(c *upConn) {
+	now := d.now()
+	c.idleSince = now
+	d.mu.Lock()
+	if len(d.idle) >= d.maxIdle {
+		d.mu.Unlock()
+		c.Close()
+		return
+	}
+	d.idle = append(d.idle, c)
+	var old *upConn
+	if oldest := d.idle[0]; now.Sub(oldest.idleSince) >= d.idleTime {
+		old = oldest
+		d.idle = append(d.idle[:0], d.idle[1:]...)
+	}
+	d.mu.Unlock()
+	if old != nil {
+		old.Close()
+	}
+}
+
+// hopByHop are the headers that describe one connection, never forwarded
+// (RFC 9110 section 7.6.1), as ReverseProxy drops them.
+var hopByHop = []string{
+	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+}
+
+func removeHopByHop(h http.Header) {
+	for _, f := range h["Connection"] {
+		for _, sf := range strings.Split(f, ",") {
+			if sf = strings.TrimSpace(sf); sf != "" {
+				h.Del(sf)
+			}
+		}
+	}
+	for _, k := range hopByHop {
+		delete(h, k)
+	}
+}

@@ -1,0 +1,367 @@
+package proxy
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httptrace"
+	"net/textproto"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/palisade-auth/palisade/pkg/verify"
+	"github.com/palisade-auth/palisade/pkg/verify/verifytest"
+)
+
+// directFixture is the proxy in front of an upstream, serving on srv;
+// token is valid for it. reference is the same proxy with every request
+// going through ReverseProxy, which direct must match; serving picks the
+// one srv serves with.
+type directFixture struct {
+	p, reference *Proxy
+	serving      atomic.Pointer[Proxy]
+	srv          *httptest.Server
+	token        string
+}
+
+// newDirectFixture builds the proxy as NewProxy does for the binary.
+func newDirectFixture(t *testing.T, upstream string) *directFixture {
+	t.Helper()
+	ks := verifytest.NewKeySet(t)
+	v, err := verify.New(ks.Source(), verify.Config{Issuer: ks.Issuer, Audience: ks.Audience, Algorithms: []string{"RS256"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(upstream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &directFixture{p: NewProxy(v, u, nil, Config{Logger: slog.New(slog.DiscardHandler)}), token: ks.Token(t, "user-1")}
+	if f.p.direct == nil {
+		t.Fatal("NewProxy with the default transport and a plain-HTTP upstream has no direct path")
+	}
+	ref := *f.p
+	ref.direct = nil
+	f.reference = &ref
+	f.serving.Store(f.p)
+	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.serving.Load().ServeHTTP(w, r)
+	}))
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+// do sends method path with the fixture's token and hdr, on a client of
+// its own, and returns the answer with its body read.
+func (f *directFixture) do(t *testing.T, method, path string, hdr http.Header) (*http.Response, string, error) {
+	t.Helper()
+	req, err := http.NewRequest(method, f.srv.URL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range hdr {
+		req.Header[k] = v
+	}
+	req.Header.Set("Authorization", "Bearer "+f.token)
+	c := &http.Client{Transport: &http.Transport{}}
+	defer c.CloseIdleConnections()
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return resp, string(body), err
+}
+
+// TestDirectForwardsAsReverseProxyDoes sends the same requests through
+// the direct path and through ReverseProxy and compares, field by field,
+// what the app saw and what the client got: the direct path is an
+// optimisation, never a different proxy.
+func TestDirectForwardsAsReverseProxyDoes(t *testing.T) {
+	var seen atomic.Pointer[string]
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := fmt.Sprintf("%s %s host=%s proto=%s header=%v", r.Method, r.RequestURI, r.Host, r.Proto, r.Header)
+		seen.Store(&rec)
+		h := w.Header()
+		h.Set("Connection", "X-Hop")
+		h.Set("X-Hop", "connection-scoped")
+		h.Set("Keep-Alive", "timeout=5")
+		h["X-Multi"] = []string{"a", "b"}
+		h.Set("Trailer", "X-Sum")
+		w.WriteHeader(http.StatusNonAuthoritativeInfo)
+		if r.Method != http.MethodHead {
+			io.WriteString(w, "body for "+r.URL.RawQuery)
+		}
+		h.Set("X-Sum", "42")
+		h.Set(http.TrailerPrefix+"X-Late", "late")
+	}))
+	defer up.Close()
+	f := newDirectFixture(t, up.URL)
+
+	cases := []struct {
+		method, path string
+		hdr          http.Header
+	}{
+		{http.MethodGet, "/a%2Fb/c?x=1&y=2", http.Header{
+			"X-Forwarded-For": {"203.0.113.9"}, "X-Forwarded-Host": {"evil"}, "Forwarded": {"for=evil"},
+			"X-Auth-User-Id": {"evil"}, "X_auth_role": {"admin"},
+			"Connection": {"X-Secret"}, "X-Secret": {"hop"}, "Te": {"trailers"}, "Proxy-Authorization": {"Basic x"},
+			"Cookie":     {"a=1; " + verify.DefaultRefreshCookie + "=r; b=2"},
+			"User-Agent": {""}, // none sent
+		}},
+		{http.MethodGet, "/ua", http.Header{"User-Agent": {"probe/1"}, "Accept-Encoding": {"gzip"}}},
+		{http.MethodHead, "/head", nil},
+		{http.MethodOptions, "/options?q", nil},
+		{http.MethodGet, "/semicolon?a=1;b=2", nil}, // ReverseProxy's own, in both
+	}
+	for _, tc := range cases {
+		var got [2]string
+		for i, p := range []*Proxy{f.p, f.reference} {
+			f.serving.Store(p)
+			seen.Store(nil)
+			resp, body, err := f.do(t, tc.method, tc.path, tc.hdr)
+			if err != nil {
+				t.Fatalf("%s %s: body: %v", tc.method, tc.path, err)
+			}
+			resp.Header.Del("Date")
+			app := "nothing"
+			if s := seen.Load(); s != nil {
+				app = *s
+			}
+			got[i] = fmt.Sprintf("app saw: %s\nclient got: %d %v body=%q trailer=%v",
+				app, resp.StatusCode, resp.Header, body, resp.Trailer)
+		}
+		if got[0] != got[1] {
+			t.Errorf("%s %s:\ndirect:\n%s\nReverseProxy:\n%s", tc.method, tc.path, got[0], got[1])
+		}
+		if strings.Contains(got[0], "evil") || strings.Contains(got[0], "X-Secret") || strings.Contains(got[0], "X-Hop") ||
+			strings.Contains(got[0], "r; b") {
+			t.Errorf("%s %s: a spoofed, hop-by-hop or hidden value went through:\n%s", tc.method, tc.path, got[0])
+		}
+	}
+	if n := f.p.direct.idleCount(); n == 0 {
+		t.Error("the direct fixture kept no upstream connection: its requests did not take the direct path")
+	}
+}
+
+// countingUpstream is an upstream that counts the connections it accepted
+// and reports each one it saw closed.
+type countingUpstream struct {
+	*httptest.Server
+	conns  atomic.Int64
+	hits   atomic.Int64
+	closed chan struct{}
+}
+
+func newCountingUpstream(t *testing.T, h http.HandlerFunc) *countingUpstream {
+	u := &countingUpstream{closed: make(chan struct{}, 100)}
+	u.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u.hits.Add(1)
+		h(w, r)
+	}))
+	u.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		switch s {
+		case http.StateNew:
+			u.conns.Add(1)
+		case http.StateClosed:
+			u.closed <- struct{}{}
+		}
+	}
+	u.Start()
+	t.Cleanup(u.Close)
+	return u
+}
+
+func ok(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }
+
+func wantOK(t *testing.T, f *directFixture, what string) {
+	t.Helper()
+	resp, body, err := f.do(t, http.MethodGet, "/x", nil)
+	if err != nil || resp.StatusCode != http.StatusOK || body != "ok" {
+		t.Fatalf("%s: %d %q (%v), want 200 ok", what, resp.StatusCode, body, err)
+	}
+}
+
+func waitClosed(t *testing.T, u *countingUpstream, what string) {
+	t.Helper()
+	select {
+	case <-u.closed:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s: the upstream saw no connection closed within 10s", what)
+	}
+}
+
+func TestDirectReusesConnectionsUntilIdleTooLong(t *testing.T) {
+	up := newCountingUpstream(t, ok)
+	f := newDirectFixture(t, up.URL)
+	var clock atomic.Int64
+	clock.Store(time.Unix(1_000_000, 0).UnixNano())
+	f.p.direct.now = func() time.Time { return time.Unix(0, clock.Load()) }
+
+	for i := range 10 {
+		wantOK(t, f, fmt.Sprintf("request %d", i))
+	}
+	if n := up.conns.Load(); n != 1 {
+		t.Fatalf("10 requests in turn opened %d upstream connections, want 1", n)
+	}
+	clock.Add(int64(directIdleTime))
+	wantOK(t, f, "after the idle time")
+	if n := up.conns.Load(); n != 2 {
+		t.Fatalf("after the idle time: %d upstream connections opened, want 2 (the idle one is not reused)", n)
+	}
+	waitClosed(t, up, "the connection idle too long")
+}
+
+func TestDirectRetriesOnceAfterTheUpstreamClosedAnIdleConnection(t *testing.T) {
+	up := newCountingUpstream(t, ok)
+	f := newDirectFixture(t, up.URL)
+	wantOK(t, f, "first request")
+	up.CloseClientConnections()
+	waitClosed(t, up, "CloseClientConnections")
+	wantOK(t, f, "request on the closed idle connection")
+	if hits, conns := up.hits.Load(), up.conns.Load(); hits != 2 || conns != 2 {
+		t.Errorf("the app saw %d requests on %d connections, want 2 on 2", hits, conns)
+	}
+}
+
+// rawUpstream accepts connections and hands each to serve; it returns its
+// URL and the count of connections accepted.
+func rawUpstream(t *testing.T, serve func(net.Conn)) (string, *atomic.Int64) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	var n atomic.Int64
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			n.Add(1)
+			go func() {
+				defer c.Close()
+				if _, err := http.ReadRequest(bufio.NewReader(c)); err == nil {
+					serve(c)
+				}
+			}()
+		}
+	}()
+	return "http://" + ln.Addr().String(), &n
+}
+
+func TestDirectFailures(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		serve func(net.Conn)
+		want  int
+	}{
+		// A fresh connection that fails is not retried.
+		{"closed without an answer", func(net.Conn) {}, http.StatusBadGateway},
+		{"101 to a request that asked for no switch", func(c net.Conn) {
+			io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: Upgrade\r\n\r\n")
+		}, http.StatusBadGateway},
+		{"malformed status line", func(c net.Conn) { io.WriteString(c, "HTTP/1.1 two hundred\r\n\r\n") }, http.StatusBadGateway},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			addr, accepted := rawUpstream(t, tc.serve)
+			f := newDirectFixture(t, addr)
+			resp, _, _ := f.do(t, http.MethodGet, "/x", nil)
+			if resp.StatusCode != tc.want {
+				t.Errorf("status %d, want %d", resp.StatusCode, tc.want)
+			}
+			if n := accepted.Load(); n != 1 {
+				t.Errorf("the upstream accepted %d connections, want 1", n)
+			}
+		})
+	}
+}
+
+// TestDirectCutBodyIsNotComplete: an upstream that dies inside a chunked
+// body must not have its answer end, for the client, as though whole.
+func TestDirectCutBodyIsNotComplete(t *testing.T) {
+	addr, _ := rawUpstream(t, func(c net.Conn) {
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n")
+	})
+	f := newDirectFixture(t, addr)
+	resp, body, err := f.do(t, http.MethodGet, "/x", nil)
+	if resp.StatusCode != http.StatusOK || err == nil {
+		t.Errorf("status %d, body %q, read error %v; want 200 and a read error", resp.StatusCode, body, err)
+	}
+}
+
+func TestDirectStreamsAndStopsWhenTheClientLeaves(t *testing.T) {
+	canceled := make(chan struct{})
+	up := newCountingUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "first\n")
+		http.NewResponseController(w).Flush()
+		<-r.Context().Done()
+		close(canceled)
+	})
+	f := newDirectFixture(t, up.URL)
+	req, _ := http.NewRequest(http.MethodGet, f.srv.URL+"/stream", nil)
+	req.Header.Set("Authorization", "Bearer "+f.token)
+	c := &http.Client{Transport: &http.Transport{}}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first line arrives while the upstream is still answering: it
+	// was flushed, not held until the end.
+	line, err := bufio.NewReader(resp.Body).ReadString('\n')
+	if err != nil || line != "first\n" {
+		t.Fatalf("first line %q (%v)", line, err)
+	}
+	resp.Body.Close() // unread: the client's connection is closed
+	select {
+	case <-canceled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the upstream's request was not canceled within 10s of the client leaving")
+	}
+}
+
+func TestDirectForwardsInterimAnswers(t *testing.T) {
+	up := newCountingUpstream(t, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Link", "</a.css>; rel=preload")
+		w.WriteHeader(http.StatusEarlyHints)
+		w.Header().Del("Link")
+		io.WriteString(w, "ok")
+	})
+	f := newDirectFixture(t, up.URL)
+	var interim []string
+	trace := &httptrace.ClientTrace{Got1xxResponse: func(code int, h textproto.MIMEHeader) error {
+		interim = append(interim, fmt.Sprintf("%d %s", code, h.Get("Link")))
+		return nil
+	}}
+	req, _ := http.NewRequest(http.MethodGet, f.srv.URL+"/x", nil)
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
+	req.Header.Set("Authorization", "Bearer "+f.token)
+	resp, err := (&http.Client{Transport: &http.Transport{}}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if len(interim) != 1 || interim[0] != "103 </a.css>; rel=preload" {
+		t.Errorf("interim answers %q, want one 103 with its Link", interim)
+	}
+	if resp.StatusCode != http.StatusOK || string(body) != "ok" || resp.Header.Get("Link") != "" {
+		t.Errorf("final answer %d %q Link=%q, want 200 ok without the 103's Link", resp.StatusCode, body, resp.Header.Get("Link"))
+	}
+}
+
+func (d *direct) idleCount() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.idle)
+}
