@@ -13,10 +13,23 @@ import (
 // than the default.
 const defaultMemoryLimit = 20 << 20
 
-// setMemoryLimit applies defaultMemoryLimit unless GOMEMLIMIT is set, in
-// which case the runtime has already applied that.
+// defaultGCPercent is the verifier's GOGC unless the environment sets
+// one. Its live heap is a few MiB (the token cache, the connections'
+// buffers), so at the runtime's 100 it collected every few thousand
+// requests; at 200 it collects half as often, and the memory limit above,
+// not GOGC, is what bounds the heap under load. Measured with make
+// bench-proxy on 2 cores: about a tenth less CPU per request, peak RSS
+// still under 25 MiB.
+const defaultGCPercent = 200
+
+// setMemoryLimit applies defaultMemoryLimit and defaultGCPercent unless
+// GOMEMLIMIT or GOGC is set, in which case the runtime has already
+// applied that.
 func setMemoryLimit() {
 	if _, ok := os.LookupEnv("GOMEMLIMIT"); !ok {
 		debug.SetMemoryLimit(defaultMemoryLimit)
+	}
+	if _, ok := os.LookupEnv("GOGC"); !ok {
+		debug.SetGCPercent(defaultGCPercent)
 	}
 }
