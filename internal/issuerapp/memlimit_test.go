@@ -1,9 +1,11 @@
 package issuerapp
 
 import (
+	"bytes"
 	"io"
 	"log/slog"
 	"runtime/debug"
+	"strings"
 	"testing"
 )
 
@@ -21,21 +23,24 @@ func TestMemoryLimit(t *testing.T) {
 		name      string
 		slots     int
 		perHash   int64
+		queue     int
 		gomemlim  string
 		wantLimit int64
 		wantOK    bool
 	}{
-		{"two slots of 19 MiB", 2, 19 * mib, "", 2*19*mib + 36*mib, true},
-		{"eight slots", 8, 19 * mib, "", 8*19*mib + 36*mib, true},
-		{"operator's limit", 2, 19 * mib, "200MiB", 0, false},
-		{"operator turned it off", 2, 19 * mib, "off", 0, false},
+		{"two slots of 19 MiB", 2, 19 * mib, 64, "", 2*19*mib + 36*mib, true},
+		{"eight slots", 8, 19 * mib, 64, "", 8*19*mib + 36*mib, true},
+		{"a queue of one", 2, 19 * mib, 1, "", 2*19*mib + 36*mib, true},
+		{"a queue without bound", 2, 19 * mib, 0, "", 0, false},
+		{"operator's limit", 2, 19 * mib, 64, "200MiB", 0, false},
+		{"operator turned it off", 2, 19 * mib, 64, "off", 0, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			limit, ok := memoryLimit(tt.slots, tt.perHash, env(tt.gomemlim))
+			limit, ok := memoryLimit(tt.slots, tt.perHash, tt.queue, env(tt.gomemlim))
 			if limit != tt.wantLimit || ok != tt.wantOK {
-				t.Errorf("memoryLimit(%d, %d, GOMEMLIMIT=%q) = %d, %v, want %d, %v",
-					tt.slots, tt.perHash, tt.gomemlim, limit, ok, tt.wantLimit, tt.wantOK)
+				t.Errorf("memoryLimit(%d, %d, queue %d, GOMEMLIMIT=%q) = %d, %v, want %d, %v",
+					tt.slots, tt.perHash, tt.queue, tt.gomemlim, limit, ok, tt.wantLimit, tt.wantOK)
 			}
 		})
 	}
@@ -50,7 +55,7 @@ func TestSetMemoryLimit(t *testing.T) {
 
 	t.Run("derived", func(t *testing.T) {
 		t.Setenv("GOMEMLIMIT", "")
-		setMemoryLimit(log, 2, 1<<20)
+		setMemoryLimit(log, 2, 1<<20, 64)
 		if got, want := debug.SetMemoryLimit(-1), int64(2<<20+memoryBase); got != want {
 			t.Errorf("limit after setMemoryLimit(2 slots of 1 MiB) = %d, want %d", got, want)
 		}
@@ -59,9 +64,22 @@ func TestSetMemoryLimit(t *testing.T) {
 		const operators = 123 << 20 // what the runtime read from GOMEMLIMIT at start
 		t.Setenv("GOMEMLIMIT", "123MiB")
 		debug.SetMemoryLimit(operators)
-		setMemoryLimit(log, 2, 1<<20)
+		setMemoryLimit(log, 2, 1<<20, 64)
 		if got := debug.SetMemoryLimit(-1); got != operators {
 			t.Errorf("limit after setMemoryLimit with GOMEMLIMIT set = %d, want it untouched at %d", got, operators)
+		}
+	})
+	t.Run("queue without bound", func(t *testing.T) {
+		t.Setenv("GOMEMLIMIT", "")
+		const runtimes = 321 << 20 // whatever the runtime had
+		debug.SetMemoryLimit(runtimes)
+		var out bytes.Buffer
+		setMemoryLimit(slog.New(slog.NewTextHandler(&out, nil)), 2, 1<<20, 0)
+		if got := debug.SetMemoryLimit(-1); got != runtimes {
+			t.Errorf("limit after setMemoryLimit with --hash-queue 0 = %d, want it untouched at %d", got, runtimes)
+		}
+		if !strings.Contains(out.String(), "--hash-queue 0") {
+			t.Errorf("log %q does not say why no limit was derived", out.String())
 		}
 	})
 }

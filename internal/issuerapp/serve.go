@@ -72,7 +72,7 @@ func (a *App) Serve(ctx context.Context) error {
 		return err
 	}
 	hasher := a.hasher(cfg.Passwords, reg)
-	startMemoryControl(ctx, a.Log, hasher)
+	startMemoryControl(ctx, a.Log, hasher, cfg.Passwords.HashQueue)
 	svc := a.newAuth(hasher, mailer.Wake, hooks.Wake)
 	api, err := a.api(ctx, svc, limiter)
 	if err != nil {
