@@ -233,8 +233,10 @@ func forwardInterim(w http.ResponseWriter, resp *http.Response) {
 // copyBody copies resp's body to w to its end, flushing after each read
 // when the upstream streams (no Content-Length).
 func (d *direct) copyBody(w http.ResponseWriter, resp *http.Response) error {
-	flush := resp.ContentLength == -1
-	rc := http.NewResponseController(w)
+	var rc *http.ResponseController // made only for a stream
+	if resp.ContentLength == -1 {
+		rc = http.NewResponseController(w)
+	}
 	buf := d.buffers.Get()
 	defer d.buffers.Put(buf)
 	for {
@@ -243,7 +245,7 @@ func (d *direct) copyBody(w http.ResponseWriter, resp *http.Response) error {
 			if _, err := w.Write(buf[:n]); err != nil {
 				return err
 			}
-			if flush {
+			if rc != nil {
 				if err := rc.Flush(); err != nil {
 					return err
 				}
