@@ -191,9 +191,7 @@ func (d *direct) answer(w http.ResponseWriter, c *upConn, resp *http.Response, s
 	}
 	removeHopByHop(resp.Header)
 	h := w.Header()
-	for k, vv := range resp.Header {
-		h[k] = append(h[k], vv...)
-	}
+	addHeader(h, resp.Header)
 	if len(resp.Trailer) > 0 {
 		names := make([]string, 0, len(resp.Trailer))
 		for k := range resp.Trailer {
@@ -221,12 +219,22 @@ func (d *direct) answer(w http.ResponseWriter, c *upConn, resp *http.Response, s
 // does: its headers are the 1xx's alone.
 func forwardInterim(w http.ResponseWriter, resp *http.Response) {
 	h := w.Header()
-	for k, vv := range resp.Header {
-		h[k] = append(h[k], vv...)
-	}
+	addHeader(h, resp.Header)
 	w.WriteHeader(resp.StatusCode)
 	for k := range resp.Header {
 		delete(h, k)
+	}
+}
+
+// addHeader adds src's values to dst, taking over src's slices where dst
+// has none: src is an answer read for this request alone.
+func addHeader(dst, src http.Header) {
+	for k, vv := range src {
+		if have, ok := dst[k]; ok {
+			dst[k] = append(have, vv...)
+		} else {
+			dst[k] = vv
+		}
 	}
 }
 
