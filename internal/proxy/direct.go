@@ -40,8 +40,9 @@ type direct struct {
 	idleTime time.Duration
 	now      func() time.Time
 
-	mu   sync.Mutex
-	idle []*upConn // most recently used last
+	mu    sync.Mutex
+	idle  []*upConn   // most recently used last
+	sweep *time.Timer // pending while idle is not empty
 }
 
 // upConn is one connection to the upstream, with its buffers.
@@ -291,27 +292,42 @@ func (d *direct) get(ctx context.Context) (*upConn, error) {
 	return &upConn{Conn: conn, br: bufio.NewReaderSize(conn, 4<<10), bw: bufio.NewWriterSize(conn, 4<<10)}, nil
 }
 
-// put returns c to the pool; the pool's oldest connection is closed if it
-// has idled too long, so a quiet pool shrinks.
+// put returns c to the pool, and makes sure a sweep will close it once
+// it has idled too long, as the Transport's timers would: an app that
+// closes idle connections itself would otherwise leave them half-closed
+// here while the verifier sees no traffic.
 func (d *direct) put(c *upConn) {
-	now := d.now()
-	c.idleSince = now
+	c.idleSince = d.now()
 	d.mu.Lock()
+	defer d.mu.Unlock()
 	if len(d.idle) >= d.maxIdle {
-		d.mu.Unlock()
 		c.Close()
 		return
 	}
 	d.idle = append(d.idle, c)
-	var old *upConn
-	if oldest := d.idle[0]; now.Sub(oldest.idleSince) >= d.idleTime {
-		old = oldest
-		d.idle = append(d.idle[:0], d.idle[1:]...)
+	if d.sweep == nil {
+		d.sweep = time.AfterFunc(d.idleTime, d.expire)
 	}
-	d.mu.Unlock()
-	if old != nil {
-		old.Close()
+}
+
+// expire closes the connections that have idled too long and, while
+// others remain, sets the next sweep for when the oldest will have.
+func (d *direct) expire() {
+	now := d.now()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := 0 // the pool is oldest first: its expired ones are a prefix
+	for n < len(d.idle) && now.Sub(d.idle[n].idleSince) >= d.idleTime {
+		d.idle[n].Close()
+		n++
 	}
+	d.idle = append(d.idle[:0], d.idle[n:]...)
+	clear(d.idle[len(d.idle):len(d.idle)+n])
+	if len(d.idle) == 0 {
+		d.sweep = nil
+		return
+	}
+	d.sweep.Reset(d.idleTime - now.Sub(d.idle[0].idleSince))
 }
 
 // hopByHop are the headers that describe one connection, never forwarded

@@ -217,7 +217,25 @@ func TestDirectReusesConnectionsUntilIdleTooLong(t *testing.T) {
 	if n := up.conns.Load(); n != 2 {
 		t.Fatalf("after the idle time: %d upstream connections opened, want 2 (the idle one is not reused)", n)
 	}
-	waitClosed(t, up, "the connection idle too long")
+	waitClosed(t, up, "the connection found idle too long")
+
+	// With no request to find it, the sweep closes it.
+	d := f.p.direct
+	d.mu.Lock()
+	pending := d.sweep != nil
+	d.mu.Unlock()
+	if !pending {
+		t.Fatal("a connection went back to the pool and no sweep is pending")
+	}
+	clock.Add(int64(directIdleTime))
+	d.expire()
+	waitClosed(t, up, "the sweep")
+	d.mu.Lock()
+	idle, pending := len(d.idle), d.sweep != nil
+	d.mu.Unlock()
+	if idle != 0 || pending {
+		t.Errorf("after the sweep: %d idle connections, sweep pending %v; want 0, false", idle, pending)
+	}
 }
 
 func TestDirectRetriesOnceAfterTheUpstreamClosedAnIdleConnection(t *testing.T) {
@@ -364,4 +382,35 @@ func (d *direct) idleCount() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return len(d.idle)
+}
+
+// TestDirectSweepClosesOnlyTheExpired: the sweep closes the connections
+// idle too long, keeps the others, and stays set for them.
+func TestDirectSweepClosesOnlyTheExpired(t *testing.T) {
+	d := newDirect(&url.URL{Scheme: "http", Host: "127.0.0.1:1"}, nil, newBufferPool())
+	var clock atomic.Int64
+	d.now = func() time.Time { return time.Unix(0, clock.Load()) }
+	older, olderPeer := net.Pipe()
+	newer, newerPeer := net.Pipe()
+	defer olderPeer.Close()
+	defer newerPeer.Close()
+	d.put(&upConn{Conn: older})
+	clock.Add(int64(directIdleTime / 2))
+	d.put(&upConn{Conn: newer})
+	clock.Add(int64(directIdleTime / 2))
+
+	d.expire()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.idle) != 1 || d.idle[0].Conn != newer {
+		t.Fatalf("after the sweep the pool holds %d connections, want only the newer one", len(d.idle))
+	}
+	if d.sweep == nil {
+		t.Error("no sweep is pending for the connection left")
+	} else {
+		d.sweep.Stop()
+	}
+	if _, err := olderPeer.Read(make([]byte, 1)); err != io.EOF {
+		t.Errorf("the expired connection's peer reads %v, want EOF: it was not closed", err)
+	}
 }
