@@ -322,7 +322,7 @@ func (d *direct) expire() {
 		n++
 	}
 	d.idle = append(d.idle[:0], d.idle[n:]...)
-	clear(d.idle[len(d.idle):len(d.idle)+n])
+	clear(d.idle[len(d.idle) : len(d.idle)+n])
 	if len(d.idle) == 0 {
 		d.sweep = nil
 		return
