@@ -107,7 +107,7 @@ func (d *direct) serve(w http.ResponseWriter, r *http.Request) error {
 	out := d.outgoing(r)
 	ctx := r.Context()
 	for attempt := 0; ; attempt++ {
-		c, err := d.get(ctx)
+		c, err := d.get(ctx, attempt > 0)
 		if err != nil {
 			return err
 		}
@@ -123,7 +123,7 @@ func (d *direct) serve(w http.ResponseWriter, r *http.Request) error {
 		}
 		// A reused connection the upstream closed while it was idle
 		// fails before any answer: the request is replayable, try once
-		// on a fresh one, as net/http's Transport does.
+		// on a newly dialled one, as net/http's Transport does.
 		if !c.reused || attempt > 0 {
 			return err
 		}
@@ -270,26 +270,37 @@ func (d *direct) copyBody(w http.ResponseWriter, resp *http.Response) error {
 }
 
 // get returns an idle connection, the most recently used first, or dials
-// one.
-func (d *direct) get(ctx context.Context) (*upConn, error) {
-	d.mu.Lock()
-	for n := len(d.idle); n > 0; n = len(d.idle) {
-		c := d.idle[n-1]
-		d.idle[n-1] = nil
-		d.idle = d.idle[:n-1]
-		if d.now().Sub(c.idleSince) < d.idleTime {
-			d.mu.Unlock()
-			c.reused = true
+// one; fresh dials one in any case (a retry: the idle ones may have been
+// closed by the app as the first was).
+func (d *direct) get(ctx context.Context, fresh bool) (*upConn, error) {
+	if !fresh {
+		if c := d.idleConn(); c != nil {
 			return c, nil
 		}
-		c.Close()
 	}
-	d.mu.Unlock()
 	conn, err := d.dialer.DialContext(ctx, "tcp", d.addr)
 	if err != nil {
 		return nil, err
 	}
 	return &upConn{Conn: conn, br: bufio.NewReaderSize(conn, 4<<10), bw: bufio.NewWriterSize(conn, 4<<10)}, nil
+}
+
+// idleConn takes the most recently used idle connection that has not
+// idled too long, closing those that have; nil if none is left.
+func (d *direct) idleConn() *upConn {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for n := len(d.idle); n > 0; n = len(d.idle) {
+		c := d.idle[n-1]
+		d.idle[n-1] = nil
+		d.idle = d.idle[:n-1]
+		if d.now().Sub(c.idleSince) < d.idleTime {
+			c.reused = true
+			return c
+		}
+		c.Close()
+	}
+	return nil
 }
 
 // put returns c to the pool, and makes sure a sweep will close it once

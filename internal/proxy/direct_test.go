@@ -12,6 +12,7 @@ import (
 	"net/textproto"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -412,5 +413,52 @@ func TestDirectSweepClosesOnlyTheExpired(t *testing.T) {
 	}
 	if _, err := olderPeer.Read(make([]byte, 1)); err != io.EOF {
 		t.Errorf("the expired connection's peer reads %v, want EOF: it was not closed", err)
+	}
+}
+
+// TestDirectSurvivesAnAppClosingIdleConnections: an app with a short
+// keep-alive timeout (Node's is 5 s) closes pooled connections at any
+// moment, also just as a request is sent on one; every request must
+// still be answered, by the one retry on a newly dialled connection, as
+// ReverseProxy's Transport answers them.
+func TestDirectSurvivesAnAppClosingIdleConnections(t *testing.T) {
+	up := httptest.NewUnstartedServer(http.HandlerFunc(ok))
+	up.Config.IdleTimeout = time.Millisecond
+	up.Start()
+	defer up.Close()
+	f := newDirectFixture(t, up.URL)
+	for _, tc := range []struct {
+		name string
+		p    *Proxy
+	}{{"direct", f.p}, {"ReverseProxy", f.reference}} {
+		t.Run(tc.name, func(t *testing.T) {
+			f.serving.Store(tc.p)
+			c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8}}
+			defer c.CloseIdleConnections()
+			var wg sync.WaitGroup
+			var failed atomic.Int64
+			for range 8 {
+				wg.Go(func() {
+					for range 50 {
+						req, _ := http.NewRequest(http.MethodGet, f.srv.URL+"/x", nil)
+						req.Header.Set("Authorization", "Bearer "+f.token)
+						resp, err := c.Do(req)
+						if err != nil {
+							failed.Add(1)
+							continue
+						}
+						body, err := io.ReadAll(resp.Body)
+						resp.Body.Close()
+						if err != nil || resp.StatusCode != http.StatusOK || string(body) != "ok" {
+							failed.Add(1)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			if n := failed.Load(); n != 0 {
+				t.Errorf("%d of 400 requests failed", n)
+			}
+		})
 	}
 }
