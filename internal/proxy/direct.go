@@ -30,7 +30,12 @@ import (
 //
 // The requests it takes are the ones net/http's Transport itself retries
 // on a fresh connection after a reused one fails before answering, and so
-// does direct: once.
+// does direct: once. Unlike the Transport, nothing reads an idle
+// connection, so what an app sends on one after its answer is found by
+// the next request: a 408 (the app timing the connection out) is taken
+// for the closed connection it announces, and a connection with bytes
+// left past an answer is never reused; an app that sent a whole second
+// answer later, unasked, would have it read as the next one's.
 type direct struct {
 	addr     string // host:port
 	dialer   net.Dialer
@@ -156,6 +161,12 @@ func (d *direct) outgoing(r *http.Request) *http.Request {
 	return out
 }
 
+// errIdleTimeout is a 408 found on a reused connection: the app timed the
+// connection out while it was idle, before our request (some servers say
+// so before closing), and did not answer the request at all. It is
+// retried like a closed connection; a 408 on a new one goes to the client.
+var errIdleTimeout = errors.New("proxy: upstream timed out the idle connection")
+
 // exchange writes out and reads the answer's head. 1xx answers other than
 // 101 come back too; the caller forwards them and reads on.
 func (c *upConn) exchange(out *http.Request) (*http.Response, error) {
@@ -165,7 +176,12 @@ func (c *upConn) exchange(out *http.Request) (*http.Response, error) {
 	if err := c.bw.Flush(); err != nil {
 		return nil, err
 	}
-	return http.ReadResponse(c.br, out)
+	resp, err := http.ReadResponse(c.br, out)
+	if err == nil && c.reused && resp.StatusCode == http.StatusRequestTimeout {
+		resp.Body.Close()
+		return nil, errIdleTimeout
+	}
+	return resp, err
 }
 
 // answer copies resp (and any further answer after a 1xx) to w, then
@@ -174,7 +190,10 @@ func (c *upConn) exchange(out *http.Request) (*http.Response, error) {
 func (d *direct) answer(w http.ResponseWriter, c *upConn, resp *http.Response, stop func() bool) error {
 	reuse := false
 	defer func() {
-		if stop() && reuse {
+		// Bytes past the answer are no answer to anything we sent: an
+		// app that wrote them (a body to a HEAD) would have the next
+		// request read them as its own.
+		if stop() && reuse && c.br.Buffered() == 0 {
 			d.put(c)
 			return
 		}

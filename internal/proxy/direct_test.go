@@ -462,3 +462,82 @@ func TestDirectSurvivesAnAppClosingIdleConnections(t *testing.T) {
 		})
 	}
 }
+
+// scriptedUpstream serves each connection with serve, which reads the
+// requests itself; it returns the upstream's URL.
+func scriptedUpstream(t *testing.T, serve func(c net.Conn, br *bufio.Reader)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				serve(c, bufio.NewReader(c))
+			}()
+		}
+	}()
+	return "http://" + ln.Addr().String()
+}
+
+// TestDirectDropsAConnectionWithBytesPastTheAnswer: an app that sends a
+// body with its answer to a HEAD leaves bytes the next request on that
+// connection would read as its own answer; here they are a whole forged
+// answer, which must never reach a client.
+func TestDirectDropsAConnectionWithBytesPastTheAnswer(t *testing.T) {
+	addr := scriptedUpstream(t, func(c net.Conn, br *bufio.Reader) {
+		for {
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			if req.Method == http.MethodHead {
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n"+
+					"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nforged")
+				continue
+			}
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		}
+	})
+	f := newDirectFixture(t, addr)
+	if resp, _, _ := f.do(t, http.MethodHead, "/x", nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("HEAD: %d", resp.StatusCode)
+	}
+	wantOK(t, f, "GET after the HEAD")
+}
+
+// TestDirectRetriesAfterAnIdleTimeoutAnswer: an app that says 408 on a
+// connection it times out while idle, then closes it, did not answer the
+// next request sent on it; the request is retried, not answered 408.
+func TestDirectRetriesAfterAnIdleTimeoutAnswer(t *testing.T) {
+	idleTooLong := make(chan struct{})
+	timedOut := make(chan struct{}, 1)
+	addr := scriptedUpstream(t, func(c net.Conn, br *bufio.Reader) {
+		if _, err := http.ReadRequest(br); err != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		select {
+		case <-idleTooLong: // by this app's rule: it says so and closes
+			io.WriteString(c, "HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\n\r\n")
+			c.(*net.TCPConn).CloseWrite()
+			timedOut <- struct{}{}
+			io.Copy(io.Discard, br)
+		case <-time.After(10 * time.Second):
+		}
+	})
+	f := newDirectFixture(t, addr)
+	wantOK(t, f, "first request")
+	// The answer reached the client, so its connection is back in the
+	// pool, idle, with nothing past the answer.
+	close(idleTooLong)
+	<-timedOut
+	wantOK(t, f, "request after the app timed the connection out")
+}
