@@ -30,12 +30,13 @@ import (
 //
 // The requests it takes are the ones net/http's Transport itself retries
 // on a fresh connection after a reused one fails before answering, and so
-// does direct: once. Unlike the Transport, nothing reads an idle
-// connection, so what an app sends on one after its answer is found by
-// the next request: a 408 (the app timing the connection out) is taken
-// for the closed connection it announces, and a connection with bytes
-// left past an answer is never reused; an app that sent a whole second
-// answer later, unasked, would have it read as the next one's.
+// does direct: once. Where the Transport keeps a read pending on every
+// idle connection, direct looks at one as it takes it (quiet): a
+// connection the app closed, or sent anything on after its answer, is
+// closed instead of used, so nothing an app sends unasked is ever read as
+// the answer to a later request. A 408 read on a reused connection (the
+// app timing it out just as the request went) is taken for the closed
+// connection it announces.
 type direct struct {
 	addr     string // host:port
 	dialer   net.Dialer
@@ -304,22 +305,35 @@ func (d *direct) get(ctx context.Context, fresh bool) (*upConn, error) {
 	return &upConn{Conn: conn, br: bufio.NewReaderSize(conn, 4<<10), bw: bufio.NewWriterSize(conn, 4<<10)}, nil
 }
 
-// idleConn takes the most recently used idle connection that has not
-// idled too long, closing those that have; nil if none is left.
+// idleConn takes the most recently used idle connection that has neither
+// idled too long nor been closed or written to by the app since its last
+// answer, closing those that have; nil if none is left.
 func (d *direct) idleConn() *upConn {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for n := len(d.idle); n > 0; n = len(d.idle) {
-		c := d.idle[n-1]
-		d.idle[n-1] = nil
-		d.idle = d.idle[:n-1]
-		if d.now().Sub(c.idleSince) < d.idleTime {
+	for {
+		c := d.popIdle()
+		if c == nil {
+			return nil
+		}
+		if d.now().Sub(c.idleSince) < d.idleTime && quiet(c.Conn) {
 			c.reused = true
 			return c
 		}
 		c.Close()
 	}
-	return nil
+}
+
+// popIdle takes the most recently used idle connection off the pool.
+func (d *direct) popIdle() *upConn {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := len(d.idle)
+	if n == 0 {
+		return nil
+	}
+	c := d.idle[n-1]
+	d.idle[n-1] = nil
+	d.idle = d.idle[:n-1]
+	return c
 }
 
 // put returns c to the pool, and makes sure a sweep will close it once

@@ -541,3 +541,70 @@ func TestDirectRetriesAfterAnIdleTimeoutAnswer(t *testing.T) {
 	<-timedOut
 	wantOK(t, f, "request after the app timed the connection out")
 }
+
+// TestDirectNeverReadsAnUnaskedAnswer: an answer an app sends on an idle
+// connection, unasked (a second answer to a request already answered),
+// is never read as the answer to a later request, however late it comes.
+func TestDirectNeverReadsAnUnaskedAnswer(t *testing.T) {
+	idle := make(chan struct{})
+	sent := make(chan struct{}, 1)
+	addr := scriptedUpstream(t, func(c net.Conn, br *bufio.Reader) {
+		if _, err := http.ReadRequest(br); err != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		select {
+		case <-idle:
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nforged")
+			sent <- struct{}{}
+			io.Copy(io.Discard, br)
+		case <-time.After(10 * time.Second):
+		}
+	})
+	f := newDirectFixture(t, addr)
+	wantOK(t, f, "first request")
+	close(idle) // its connection is back in the pool
+	<-sent
+	// The forged answer is on its way; wait until it is in the socket,
+	// where quiet looks.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		f.p.direct.mu.Lock()
+		c := f.p.direct.idle[0]
+		f.p.direct.mu.Unlock()
+		if !quiet(c.Conn) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the forged answer did not arrive within 10s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	wantOK(t, f, "request after the unasked answer")
+}
+
+// TestExchangeTakesA408OnAReusedConnectionForItsClosing: a 408 read on a
+// reused connection answered no request of ours (the app timed the
+// connection out as the request went); on a new one it is the app's
+// answer.
+func TestExchangeTakesA408OnAReusedConnectionForItsClosing(t *testing.T) {
+	for _, reused := range []bool{true, false} {
+		ours, app := net.Pipe()
+		go func() {
+			defer app.Close()
+			if _, err := http.ReadRequest(bufio.NewReader(app)); err == nil {
+				io.WriteString(app, "HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\n\r\n")
+			}
+		}()
+		c := &upConn{Conn: ours, br: bufio.NewReader(ours), bw: bufio.NewWriter(ours), reused: reused}
+		req, _ := http.NewRequest(http.MethodGet, "http://app/x", nil)
+		resp, err := c.exchange(req)
+		switch {
+		case reused && err != errIdleTimeout:
+			t.Errorf("reused connection: exchange = %v, %v; want errIdleTimeout", resp, err)
+		case !reused && (err != nil || resp.StatusCode != http.StatusRequestTimeout):
+			t.Errorf("new connection: exchange = %v, %v; want the 408", resp, err)
+		}
+		ours.Close()
+	}
+}
