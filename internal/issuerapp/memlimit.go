@@ -2,6 +2,7 @@ package issuerapp
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"math"
 	"os"
@@ -14,13 +15,15 @@ import (
 
 // memoryBase is what the issuer needs besides password hashing under a
 // flood: the runtime and the heap at rest (about 10 MiB), and 500 clients'
-// connections and queued requests (about 16 MiB of heap and 10 MiB of
+// connections and queued requests (about 16 MiB of heap and 5-10 MiB of
 // goroutine stacks). The executable's own pages (about 24 MiB resident)
 // are outside the Go runtime and outside the limit. Measured with a
-// 500-client flood on 2 slots of 19 MiB (make bench-issuer-memory): with
-// 32 MiB here logins/s fell 12% against no limit, with 36 MiB 5%, at a
-// peak of 93 and 96 MiB resident.
-const memoryBase = 36 << 20
+// 500-client flood on 2 slots of 19 MiB (make bench-issuer-memory and
+// loginflood in alternating rounds): with 36 MiB the peak was 95.3-97.0
+// MiB resident, over 96 in 5 of 9 floods; with 34 MiB 93.8-95.4, at
+// logins/s 0-12% (median 3%) below 36's; with 32 MiB logins/s fell 12%
+// against no limit.
+const memoryBase = 34 << 20
 
 // memoryLimit returns the soft memory limit of an issuer running at most
 // slots argon2 computations of perHash bytes each, with at most queue
@@ -55,7 +58,7 @@ func memoryLimit(slots int, perHash int64, queue int, getenv func(string) string
 // force.
 func setMemoryLimit(log *slog.Logger, slots int, perHash int64, queue int) {
 	limit, ok := memoryLimit(slots, perHash, queue, os.Getenv)
-	source := "derived: --hash-concurrency × argon2 memory + 36 MiB"
+	source := fmt.Sprintf("derived: --hash-concurrency × argon2 memory + %d MiB", memoryBase>>20)
 	switch {
 	case ok:
 		debug.SetMemoryLimit(limit)

@@ -28,9 +28,9 @@ func TestMemoryLimit(t *testing.T) {
 		wantLimit int64
 		wantOK    bool
 	}{
-		{"two slots of 19 MiB", 2, 19 * mib, 64, "", 2*19*mib + 36*mib, true},
-		{"eight slots", 8, 19 * mib, 64, "", 8*19*mib + 36*mib, true},
-		{"a queue of one", 2, 19 * mib, 1, "", 2*19*mib + 36*mib, true},
+		{"two slots of 19 MiB", 2, 19 * mib, 64, "", 2*19*mib + 34*mib, true},
+		{"eight slots", 8, 19 * mib, 64, "", 8*19*mib + 34*mib, true},
+		{"a queue of one", 2, 19 * mib, 1, "", 2*19*mib + 34*mib, true},
 		{"a queue without bound", 2, 19 * mib, 0, "", 0, false},
 		{"operator's limit", 2, 19 * mib, 64, "200MiB", 0, false},
 		{"operator turned it off", 2, 19 * mib, 64, "off", 0, false},
