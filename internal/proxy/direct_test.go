@@ -513,25 +513,38 @@ func TestDirectDropsAConnectionWithBytesPastTheAnswer(t *testing.T) {
 	wantOK(t, f, "GET after the HEAD")
 }
 
-// TestDirectRetriesAfterAnIdleTimeoutAnswer: an app that says 408 on a
-// connection it times out while idle, then closes it, did not answer the
-// next request sent on it; the request is retried, not answered 408.
-func TestDirectRetriesAfterAnIdleTimeoutAnswer(t *testing.T) {
-	idleTooLong := make(chan struct{})
-	timedOut := make(chan struct{}, 1)
+// answersThenWhileIdle is an app that answers its first request on a
+// connection with "ok" and then, once idle is closed (its connection back
+// in the proxy's pool), writes unasked on that connection and reports it
+// on the channel returned.
+func answersThenWhileIdle(t *testing.T, idle <-chan struct{}, unasked func(net.Conn)) (string, <-chan struct{}) {
+	t.Helper()
+	sent := make(chan struct{}, 1)
 	addr := scriptedUpstream(t, func(c net.Conn, br *bufio.Reader) {
 		if _, err := http.ReadRequest(br); err != nil {
 			return
 		}
 		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 		select {
-		case <-idleTooLong: // by this app's rule: it says so and closes
-			io.WriteString(c, "HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\n\r\n")
-			c.(*net.TCPConn).CloseWrite()
-			timedOut <- struct{}{}
+		case <-idle:
+			unasked(c)
+			sent <- struct{}{}
 			io.Copy(io.Discard, br)
 		case <-time.After(10 * time.Second):
 		}
+	})
+	return addr, sent
+}
+
+// TestDirectRetriesAfterAnIdleTimeoutAnswer: an app that says 408 on a
+// connection it times out while idle, then closes it, did not answer the
+// next request sent on it; the request is retried, not answered 408.
+func TestDirectRetriesAfterAnIdleTimeoutAnswer(t *testing.T) {
+	idleTooLong := make(chan struct{})
+	addr, timedOut := answersThenWhileIdle(t, idleTooLong, func(c net.Conn) {
+		// By this app's rule: it says so and closes.
+		io.WriteString(c, "HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\n\r\n")
+		c.(*net.TCPConn).CloseWrite()
 	})
 	f := newDirectFixture(t, addr)
 	wantOK(t, f, "first request")
@@ -547,19 +560,8 @@ func TestDirectRetriesAfterAnIdleTimeoutAnswer(t *testing.T) {
 // is never read as the answer to a later request, however late it comes.
 func TestDirectNeverReadsAnUnaskedAnswer(t *testing.T) {
 	idle := make(chan struct{})
-	sent := make(chan struct{}, 1)
-	addr := scriptedUpstream(t, func(c net.Conn, br *bufio.Reader) {
-		if _, err := http.ReadRequest(br); err != nil {
-			return
-		}
-		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-		select {
-		case <-idle:
-			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nforged")
-			sent <- struct{}{}
-			io.Copy(io.Discard, br)
-		case <-time.After(10 * time.Second):
-		}
+	addr, sent := answersThenWhileIdle(t, idle, func(c net.Conn) {
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nforged")
 	})
 	f := newDirectFixture(t, addr)
 	wantOK(t, f, "first request")
