@@ -47,25 +47,27 @@ const memoryBase = 34 << 20
 // follows the number of clients and no figure derived from the pool
 // bounds it; under a limit it would only reach, the collector ran without
 // pause (500 clients queued: 30-33 logins/s against 43-44 with no limit).
-func memoryLimit(slots int, perHash int64, queue int, getenv func(string) string) (limit int64, ok bool) {
-	if getenv("GOMEMLIMIT") != "" || queue == 0 {
-		return 0, false
+//
+// source says in every case where the limit in force comes from, for the
+// log.
+func memoryLimit(slots int, perHash int64, queue int, getenv func(string) string) (limit int64, source string, ok bool) {
+	switch {
+	case getenv("GOMEMLIMIT") != "":
+		return 0, "GOMEMLIMIT", false
+	case queue == 0:
+		return 0, "none derived: --hash-queue 0 waits without bound; set GOMEMLIMIT", false
 	}
-	return int64(slots)*perHash + memoryBase, true
+	return int64(slots)*perHash + memoryBase, fmt.Sprintf("derived: --hash-concurrency × argon2 memory + %d MiB", memoryBase>>20), true
 }
 
 // setMemoryLimit applies memoryLimit to the runtime and logs the limit in
 // force.
 func setMemoryLimit(log *slog.Logger, slots int, perHash int64, queue int) {
-	limit, ok := memoryLimit(slots, perHash, queue, os.Getenv)
-	source := fmt.Sprintf("derived: --hash-concurrency × argon2 memory + %d MiB", memoryBase>>20)
-	switch {
-	case ok:
+	limit, source, ok := memoryLimit(slots, perHash, queue, os.Getenv)
+	if ok {
 		debug.SetMemoryLimit(limit)
-	case os.Getenv("GOMEMLIMIT") != "":
-		limit, source = debug.SetMemoryLimit(-1), "GOMEMLIMIT"
-	default:
-		limit, source = debug.SetMemoryLimit(-1), "none derived: --hash-queue 0 waits without bound; set GOMEMLIMIT"
+	} else {
+		limit = debug.SetMemoryLimit(-1)
 	}
 	if limit == math.MaxInt64 {
 		log.Info("memory limit", slog.String("mib", "off"), slog.String("source", source))

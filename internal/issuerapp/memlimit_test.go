@@ -37,7 +37,7 @@ func TestMemoryLimit(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			limit, ok := memoryLimit(tt.slots, tt.perHash, tt.queue, env(tt.gomemlim))
+			limit, _, ok := memoryLimit(tt.slots, tt.perHash, tt.queue, env(tt.gomemlim))
 			if limit != tt.wantLimit || ok != tt.wantOK {
 				t.Errorf("memoryLimit(%d, %d, queue %d, GOMEMLIMIT=%q) = %d, %v, want %d, %v",
 					tt.slots, tt.perHash, tt.queue, tt.gomemlim, limit, ok, tt.wantLimit, tt.wantOK)

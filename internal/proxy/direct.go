@@ -151,7 +151,7 @@ func (d *direct) outgoing(r *http.Request) *http.Request {
 	if httpguts.HeaderValuesContainsToken(r.Header["Te"], "trailers") {
 		out.Header.Set("Te", "trailers")
 	}
-	for _, h := range []string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto"} {
+	for _, h := range forwarding {
 		delete(out.Header, h)
 	}
 	d.rewrite(&httputil.ProxyRequest{In: r, Out: out})
@@ -380,6 +380,10 @@ var hopByHop = []string{
 	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
 	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
 }
+
+// forwarding are the headers ReverseProxy removes before a Rewrite, which
+// sets its own.
+var forwarding = []string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto"}
 
 func removeHopByHop(h http.Header) {
 	for _, f := range h["Connection"] {
