@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"math"
 	"os"
-	"runtime"
 	"runtime/debug"
 	"time"
 
@@ -31,15 +30,14 @@ const memoryBase = 34 << 20
 //
 //	slots × perHash + memoryBase
 //
-// Every computation allocates perHash and drops it when done; with GOGC
-// alone the collector let those dead hashes pile up to twice the live heap
-// (a 500-client flood took the issuer to 160-190 MiB). The hasher collects
-// after each computation (password.Hasher.CollectAfterEach), so the heap
-// holds the running computations and little else, and this limit is a
-// backstop against what the collections miss, not the collector's trigger:
-// as the trigger alone it had to leave room for two dead hashes, or the
-// collector ran back to back (4 cycles per hash) and halved logins per
-// second.
+// Each slot keeps its argon2 memory from one computation to the next
+// (password.Hasher), so hashing holds slots × perHash however many
+// computations run and leaves no garbage behind. When every computation
+// allocated its own, the dead hashes piled up under GOGC to twice the live
+// heap (a 500-client flood took the issuer to 160-190 MiB), and bounding
+// them took a collection after every hash: a fifth of the issuer's CPU
+// under a flood. The limit bounds what remains: connections and requests,
+// which GOGC alone would let double over the slots' memory.
 //
 // ok is false when the operator set GOMEMLIMIT (off included): theirs
 // stands. It is false too when queue is 0, waiting without bound: every
@@ -81,9 +79,12 @@ func setMemoryLimit(log *slog.Logger, slots int, perHash int64, queue int) {
 // burst memory to the system when hashing goes quiet (checked every
 // second), until ctx ends.
 func startMemoryControl(ctx context.Context, log *slog.Logger, h *password.Hasher, queue int) {
-	h.CollectAfterEach(runtime.GC)
 	setMemoryLimit(log, h.Slots(), h.HashMemory(), queue)
-	go (&memoryReturner{hashes: h, release: debug.FreeOSMemory}).run(ctx, time.Second)
+	release := func() {
+		h.ReleaseMemory()
+		debug.FreeOSMemory()
+	}
+	go (&memoryReturner{hashes: h, release: release}).run(ctx, time.Second)
 }
 
 // hashActivity is what memoryReturner watches of a *password.Hasher.
@@ -94,14 +95,15 @@ type hashActivity interface {
 }
 
 // memoryReturner gives the memory of a burst of password hashing back to
-// the system once hashing has gone quiet. The collector runs only when
-// something allocates, so after a flood the last dead hashes (up to the
-// memory limit) stay in the heap, and resident, until the runtime's forced
-// collection two minutes later. Under steady hashing it does nothing: the
-// memory limit bounds that.
+// the system once hashing has gone quiet: the slots' argon2 memory
+// (password.Hasher.ReleaseMemory) and the burst's connections and
+// requests, which the collector would otherwise leave resident until
+// something allocates, or the runtime's forced collection two minutes
+// later. Under steady hashing it does nothing: the slots reuse their
+// memory and the memory limit bounds the rest.
 type memoryReturner struct {
 	hashes  hashActivity
-	release func() // debug.FreeOSMemory, but for tests
+	release func() // ReleaseMemory and debug.FreeOSMemory, but for tests
 	seen    uint64 // Computed at the last tick
 	dirty   bool   // hashes ran since the last release
 }
@@ -110,7 +112,7 @@ type memoryReturner struct {
 // since the previous tick, and none is running or waiting now: once per
 // quiet spell, never while hashing goes on. A computation is counted when
 // it starts, so the idle check is what keeps a release from running before
-// the last hash's memory is garbage.
+// the last computation has put its memory back to be dropped.
 func (m *memoryReturner) tick() {
 	n := m.hashes.Computed()
 	if n != m.seen {

@@ -14,8 +14,9 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"golang.org/x/crypto/argon2"
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/palisade-auth/palisade/internal/argon2"
 )
 
 // Params are the argon2id cost parameters of new hashes.
@@ -78,7 +79,12 @@ type Hasher struct {
 	dummyOnce sync.Once
 	dummy     string
 
-	collect func() // runs after each computation, its slot still held; nil: none
+	// mems holds the argon2 working memory of idle slots: a computation
+	// takes one (or starts an empty one) and puts it back, so a flood of
+	// logins keeps Slots() memories alive instead of allocating one per
+	// hash. Its capacity is the number of slots, so putting back never
+	// blocks.
+	mems chan *argon2.Memory
 
 	// slotHook, when set by tests, runs while a slot is held; the function
 	// it returns runs just before the slot is released.
@@ -92,18 +98,45 @@ func NewHasher(p Params, maxConcurrent int, rand io.Reader) *Hasher {
 	if maxConcurrent <= 0 {
 		maxConcurrent = runtime.GOMAXPROCS(0)
 	}
-	return &Hasher{params: p, rand: rand, lim: defaultLimits, sem: make(chan struct{}, maxConcurrent)}
+	return &Hasher{params: p, rand: rand, lim: defaultLimits,
+		sem: make(chan struct{}, maxConcurrent), mems: make(chan *argon2.Memory, maxConcurrent)}
 }
 
-// CollectAfterEach makes every computation run collect (the issuer passes
-// runtime.GC) after it and before its slot is given back. An argon2
-// computation drops its whole memory parameter when done; collected there,
-// the next computation reuses that memory instead of adding its own to the
-// heap, so the heap stays near Slots() computations above its resting size
-// however many run in a row. Holding the slot meanwhile is what makes that
-// a bound: no computation starts while the last one's memory is still
-// garbage. Call it before the Hasher is in use.
-func (h *Hasher) CollectAfterEach(collect func()) { h.collect = collect }
+// idKey computes argon2id in an idle slot's memory. Call it with a slot
+// held.
+func (h *Hasher) idKey(pw string, salt []byte, p Params) []byte {
+	var m *argon2.Memory
+	select {
+	case m = <-h.mems:
+	default:
+		m = new(argon2.Memory)
+	}
+	key := m.IDKey([]byte(pw), salt, p.Time, p.Memory, p.Threads, p.KeyLen)
+	if m.Size() > h.HashMemory() {
+		// A stored hash with a larger memory parameter: keeping its memory
+		// would raise every slot's toward it.
+		return key
+	}
+	select {
+	case h.mems <- m:
+	default: // ReleaseMemory raced with a computation: one memory too many
+	}
+	return key
+}
+
+// ReleaseMemory drops the argon2 memory idle slots keep (up to Slots()
+// times HashMemory()), for the collector to return to the system; the
+// next computations allocate it again. The issuer calls it when hashing
+// has gone quiet after a burst.
+func (h *Hasher) ReleaseMemory() {
+	for {
+		select {
+		case <-h.mems:
+		default:
+			return
+		}
+	}
+}
 
 // SetMaxWaiting makes callers fail fast with ErrBusy instead of queueing when
 // n callers are already waiting for a slot. n <= 0 lets every caller wait (the
@@ -122,7 +155,7 @@ func (h *Hasher) Hash(ctx context.Context, pw string) (string, error) {
 	}
 	var key []byte
 	err := h.withSlot(ctx, func() {
-		key = argon2.IDKey([]byte(pw), salt, h.params.Time, h.params.Memory, h.params.Threads, h.params.KeyLen)
+		key = h.idKey(pw, salt, h.params)
 	})
 	if err != nil {
 		return "", err
@@ -153,7 +186,7 @@ func (h *Hasher) verifyArgon2(ctx context.Context, pw, encoded string) (ok, need
 	}
 	var got []byte
 	err = h.withSlot(ctx, func() {
-		got = argon2.IDKey([]byte(pw), salt, p.Time, p.Memory, p.Threads, p.KeyLen)
+		got = h.idKey(pw, salt, p)
 	})
 	if err != nil {
 		return false, false, err
@@ -213,11 +246,10 @@ func (h *Hasher) Running() int { return len(h.sem) }
 func (h *Hasher) Slots() int { return cap(h.sem) }
 
 // HashMemory returns the memory one argon2 computation with h's parameters
-// allocates. argon2 allocates it afresh for each computation and drops it
-// when done, so at most Slots times HashMemory is live at once (when the
-// hashes verified use h's parameters: a stored hash with a larger memory
-// parameter costs its own while it is verified), and each computation
-// leaves HashMemory of garbage.
+// works in. Each slot keeps its own from one computation to the next
+// (until ReleaseMemory), so h holds at most Slots times HashMemory however
+// many computations run in a row; a stored hash with a larger memory
+// parameter costs its own while it is verified, and leaves it as garbage.
 func (h *Hasher) HashMemory() int64 { return int64(h.params.Memory) * 1024 }
 
 // withSlot runs f while holding one of h's slots.
@@ -231,9 +263,6 @@ func (h *Hasher) withSlot(ctx context.Context, f func()) error {
 		defer h.slotHook()()
 	}
 	f()
-	if h.collect != nil {
-		h.collect()
-	}
 	return nil
 }
 

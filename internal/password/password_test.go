@@ -401,26 +401,56 @@ func BenchmarkHash(b *testing.B) {
 	}
 }
 
-// TestCollectAfterEach: the collection runs once per computation, hash and
-// verify alike, while the computation's slot is still held, so no other
-// computation can start before the last one's memory is collected.
-func TestCollectAfterEach(t *testing.T) {
-	h := NewHasher(cheap, 1, rand.Reader)
-	var collections, heldDuring atomic.Int32
-	h.CollectAfterEach(func() {
-		collections.Add(1)
-		if h.Running() == 1 {
-			heldDuring.Add(1)
+// TestSlotsReuseMemory: computations in a row, hashes and verifications
+// alike, work in the memory the slots keep instead of allocating their own,
+// and ReleaseMemory gives it up. Upstream argon2 allocates the memory
+// parameter for every computation.
+func TestSlotsReuseMemory(t *testing.T) {
+	p := cheap
+	p.Memory = 2048 // KiB: large enough to stand out from the rest
+	h := NewHasher(p, 1, rand.Reader)
+	ctx := context.Background()
+	enc := mustHash(t, h, "pw")
+	allocated := func(f func()) uint64 {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		f()
+		runtime.ReadMemStats(&after)
+		return after.TotalAlloc - before.TotalAlloc
+	}
+	const runs = 4
+	reused := allocated(func() {
+		for range runs {
+			mustHash(t, h, "pw")
+			if ok, _, err := h.Verify(ctx, "pw", enc); !ok || err != nil {
+				t.Fatalf("Verify = %v, %v, want true, nil", ok, err)
+			}
 		}
 	})
-	enc := mustHash(t, h, "pw")
+	if limit := uint64(h.HashMemory()) / 4; reused > limit {
+		t.Errorf("%d hashes and verifications allocated %d bytes, want at most %d: the slot's memory is not reused", 2*runs, reused, limit)
+	}
+	h.ReleaseMemory()
+	afresh := allocated(func() { mustHash(t, h, "pw") })
+	if afresh < uint64(h.HashMemory()) {
+		t.Errorf("the hash after ReleaseMemory allocated %d bytes, want its whole memory (%d) allocated again", afresh, h.HashMemory())
+	}
+}
+
+// TestLargerStoredMemoryIsNotKept: verifying a stored hash with a larger
+// memory parameter than the Hasher's must not leave every later
+// computation's slot holding that much.
+func TestLargerStoredMemoryIsNotKept(t *testing.T) {
+	h := NewHasher(cheap, 1, rand.Reader)
+	big := cheap
+	big.Memory = 4 * cheap.Memory
+	enc := mustHash(t, NewHasher(big, 1, rand.Reader), "pw")
 	if ok, _, err := h.Verify(context.Background(), "pw", enc); !ok || err != nil {
 		t.Fatalf("Verify = %v, %v, want true, nil", ok, err)
 	}
-	if got, want := collections.Load(), int32(h.Computed()); got != want || got != 2 {
-		t.Errorf("collections = %d, computations = %d, want 2 of each", got, want)
-	}
-	if got := heldDuring.Load(); got != collections.Load() {
-		t.Errorf("collections with the slot held = %d of %d", got, collections.Load())
+	select {
+	case m := <-h.mems:
+		t.Errorf("the slot kept a memory of %d bytes after a %d KiB verification, Hasher's is %d", m.Size(), big.Memory, h.HashMemory())
+	default:
 	}
 }

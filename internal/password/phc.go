@@ -6,8 +6,9 @@ import (
 	"strconv"
 	"strings"
 
-	"golang.org/x/crypto/argon2"
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/palisade-auth/palisade/internal/argon2"
 )
 
 // b64 is the reference implementation's encoding; Strict refuses
