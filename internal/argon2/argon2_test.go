@@ -126,3 +126,30 @@ func TestMemoryIsReused(t *testing.T) {
 		t.Errorf("Size after smaller computations = %d, want %d kept", got, kib*1024)
 	}
 }
+
+// TestGenericBlockMatches: the portable block function, which machines
+// without the assembly use, computes what processBlock and processBlockXOR
+// compute here.
+func TestGenericBlockMatches(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	var in1, in2, prior block
+	for range 50 {
+		for _, b := range []*block{&in1, &in2, &prior} {
+			for i := range b {
+				b[i] = r.Uint64()
+			}
+		}
+		for _, xor := range []bool{false, true} {
+			want, got := prior, prior
+			if xor {
+				processBlockXOR(&want, &in1, &in2)
+			} else {
+				processBlock(&want, &in1, &in2)
+			}
+			processBlockGeneric(&got, &in1, &in2, xor)
+			if got != want {
+				t.Fatalf("processBlockGeneric(xor=%v) differs from processBlock", xor)
+			}
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"time"
 
@@ -80,11 +81,21 @@ func setMemoryLimit(log *slog.Logger, slots int, perHash int64, queue int) {
 // second), until ctx ends.
 func startMemoryControl(ctx context.Context, log *slog.Logger, h *password.Hasher, queue int) {
 	setMemoryLimit(log, h.Slots(), h.HashMemory(), queue)
-	release := func() {
-		h.ReleaseMemory()
-		debug.FreeOSMemory()
-	}
+	release := func() { releaseBurst(h) }
 	go (&memoryReturner{hashes: h, release: release}).run(ctx, time.Second)
+}
+
+// releaseBurst returns to the system what a burst of logins left behind:
+// the slots' argon2 memory and whatever the burst's requests no longer
+// use.
+func releaseBurst(h *password.Hasher) {
+	h.ReleaseMemory()
+	// sync.Pool keeps what it held for one collection more, and net/http
+	// pools the readers and writers of every connection the burst closed
+	// (4 MiB after 500 clients): a first collection moves them aside, the
+	// second, FreeOSMemory's own, frees them.
+	runtime.GC()
+	debug.FreeOSMemory()
 }
 
 // hashActivity is what memoryReturner watches of a *password.Hasher.

@@ -2,11 +2,17 @@ package issuerapp
 
 import (
 	"bytes"
+	"crypto/rand"
 	"io"
 	"log/slog"
+	"runtime"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"testing"
+	"weak"
+
+	"github.com/palisade-auth/palisade/internal/password"
 )
 
 func TestMemoryLimit(t *testing.T) {
@@ -129,4 +135,19 @@ func TestMemoryReturner(t *testing.T) {
 			t.Fatalf("tick %d (%s): releases = %d, want %d", i, s.name, releases, s.wantReleasesThen)
 		}
 	}
+}
+
+// TestReleaseBurstFreesPooled: what a burst left in a sync.Pool (net/http
+// keeps its connections' readers and writers there) is freed by one
+// release, though a pool survives one collection.
+func TestReleaseBurstFreesPooled(t *testing.T) {
+	var pool sync.Pool
+	buf := new([1 << 20]byte)
+	gone := weak.Make(buf)
+	pool.Put(buf)
+	releaseBurst(password.NewHasher(password.DefaultParams, 1, rand.Reader))
+	if gone.Value() != nil {
+		t.Error("a buffer left in a sync.Pool is still live after releaseBurst")
+	}
+	runtime.KeepAlive(&pool)
 }
