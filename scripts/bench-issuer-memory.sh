@@ -10,18 +10,24 @@
 # AFTER_MIB.
 #
 # Sides, in alternating rounds so that whatever else the machine does falls
-# on both alike: "limit" is the issuer as shipped (its derived soft memory
-# limit); "nolimit" runs it with GOMEMLIMIT=off (the collection after each
-# hash stays on: it is not an environment setting). Each side runs with the default --hash-queue (64: the
-# clients past it get 503 and retry after Retry-After). With --hash-queue 0
-# (all clients queued inside the issuer at once) the issuer derives no
-# limit, so that case runs once per round, as shipped.
+# on all alike: "limit" is the issuer as shipped (its derived soft memory
+# limit); "nolimit" runs it with GOMEMLIMIT=off (the slots still keep their
+# argon2 memory: that is not an environment setting); "baseline", when
+# BASELINE names another issuer binary, runs that one as it ships (for
+# example the issuer before its memory was bounded:
+#   git worktree add /tmp/before fb207a3^ &&
+#   (cd /tmp/before && go build -o "$PWD/bin/issuer-before" ./cmd/issuer)
+# then BASELINE=bin/issuer-before). Each side runs with the default
+# --hash-queue (64: the clients past it get 503 and retry after
+# Retry-After). With --hash-queue 0 (all clients queued inside the issuer at
+# once) the issuer derives no limit, so that case runs once per round, as
+# shipped.
 #
 # Environment: ROUNDS (2), CLIENTS (500), DURATION (20s), SETTLE (60s: how
-# long to wait for the RSS to fall), AFTER_MIB (48), DATABASE_URL (a
-# PostgreSQL URL to run on it instead of SQLite; its users table must not
-# hold flood@example.com with another password, and its signing key is
-# sealed under bin/loginflood.kek, made by the first run).
+# long to wait for the RSS to fall), AFTER_MIB (48), BASELINE (none),
+# DATABASE_URL (a PostgreSQL URL to run on it instead of SQLite; its users
+# table must not hold flood@example.com with another password, and its
+# signing key is sealed under bin/loginflood.kek, made by the first run).
 set -euo pipefail
 
 ROUNDS=${ROUNDS:-2}
@@ -45,14 +51,17 @@ fi
 for round in $(seq "$ROUNDS"); do
 	for queue in 64 0; do
 		sides=(limit nolimit)
+		if [ -n "${BASELINE:-}" ]; then sides+=(baseline); fi
 		if [ "$queue" = 0 ]; then sides=(shipped); fi
 		for side in "${sides[@]}"; do
 			env=()
-			if [ "$side" = nolimit ]; then
-				env=(-issuer-env GOMEMLIMIT=off)
-			fi
+			issuer=bin/issuer
+			case "$side" in
+			nolimit) env=(-issuer-env GOMEMLIMIT=off) ;;
+			baseline) issuer=$BASELINE ;;
+			esac
 			echo "== round $round, --hash-queue $queue, $side"
-			./bin/loginflood -issuer bin/issuer "${db[@]}" "${env[@]}" \
+			./bin/loginflood -issuer "$issuer" "${db[@]}" "${env[@]}" \
 				-issuer-flags "--hash-queue $queue" -clients "$CLIENTS" \
 				-duration "$DURATION" -settle "$SETTLE" -max-after "$AFTER_MIB" || true
 		done

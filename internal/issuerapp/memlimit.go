@@ -19,10 +19,9 @@ import (
 // goroutine stacks). The executable's own pages (about 24 MiB resident)
 // are outside the Go runtime and outside the limit. Measured with a
 // 500-client flood on 2 slots of 19 MiB (make bench-issuer-memory and
-// loginflood in alternating rounds): with 36 MiB the peak was 95.3-97.0
-// MiB resident, over 96 in 5 of 9 floods; with 34 MiB 93.8-95.4, at
-// logins/s 0-12% (median 3%) below 36's; with 32 MiB logins/s fell 12%
-// against no limit.
+// loginflood in alternating rounds): with 34 MiB the peak was 94.4-95.6
+// MiB resident; with 28 MiB (GOMEMLIMIT=66MiB) the heap sat at the limit
+// and the collector ran without pause, at half the logins per second.
 const memoryBase = 34 << 20
 
 // memoryLimit returns the soft memory limit of an issuer running at most
