@@ -16,6 +16,13 @@ import (
 // to read them all.
 const maxFuncLines = 80
 
+// upstreamCopies are directories of code copied from another project and
+// kept as it was written there, so that the diff against the original
+// stays small enough to review: the rule is ours, not theirs.
+var upstreamCopies = map[string]bool{
+	filepath.Join("..", "internal", "argon2"): true, // golang.org/x/crypto/argon2
+}
+
 func TestNoLongFunctions(t *testing.T) {
 	fset := token.NewFileSet()
 	checked := 0
@@ -23,7 +30,7 @@ func TestNoLongFunctions(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") && path != ".." {
+		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || upstreamCopies[path]) && path != ".." {
 			return filepath.SkipDir
 		}
 		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
