@@ -29,14 +29,20 @@ func TestRFC9106Vector(t *testing.T) {
 	}
 }
 
-// dirty fills m's blocks with noise, as a computation with other inputs
-// would leave them.
-func dirty(m *Memory, r *rand.Rand) {
+// matchesUpstream computes in m, after filling its blocks with noise as a
+// computation with other inputs would leave them, and compares the key
+// with upstream's.
+func matchesUpstream(t *testing.T, m *Memory, r *rand.Rand, password, salt []byte, time, memory uint32, threads uint8, keyLen uint32) {
+	t.Helper()
+	want := upstream.IDKey(password, salt, time, memory, threads, keyLen)
 	full := m.blocks[:cap(m.blocks)]
 	for i := range full {
 		for j := range full[i] {
 			full[i][j] = r.Uint64()
 		}
+	}
+	if got := m.IDKey(password, salt, time, memory, threads, keyLen); !bytes.Equal(got, want) {
+		t.Fatalf("IDKey(t=%d, m=%d, p=%d, len=%d) = %x, upstream %x", time, memory, threads, keyLen, got, want)
 	}
 }
 
@@ -57,13 +63,7 @@ func TestIDKeyMatchesUpstream(t *testing.T) {
 							b[i] = byte(r.Uint32())
 						}
 					}
-					want := upstream.IDKey(password, salt, time, memory, threads, keyLen)
-					if m.blocks != nil {
-						dirty(&m, r)
-					}
-					if got := m.IDKey(password, salt, time, memory, threads, keyLen); !bytes.Equal(got, want) {
-						t.Fatalf("IDKey(t=%d, m=%d, p=%d, len=%d) = %x, upstream %x", time, memory, threads, keyLen, got, want)
-					}
+					matchesUpstream(t, &m, r, password, salt, time, memory, threads, keyLen)
 				}
 			}
 		}
@@ -77,14 +77,7 @@ func FuzzIDKeyMatchesUpstream(f *testing.F) {
 	var m Memory
 	r := rand.New(rand.NewPCG(3, 4))
 	f.Fuzz(func(t *testing.T, password, salt []byte, time uint8, memory uint16, threads uint8, keyLen uint8) {
-		tm, mem, th, kl := uint32(time%3)+1, uint32(memory%512), threads%4+1, uint32(keyLen%128)+1
-		want := upstream.IDKey(password, salt, tm, mem, th, kl)
-		if m.blocks != nil {
-			dirty(&m, r)
-		}
-		if got := m.IDKey(password, salt, tm, mem, th, kl); !bytes.Equal(got, want) {
-			t.Fatalf("IDKey(t=%d, m=%d, p=%d, len=%d) = %x, upstream %x", tm, mem, th, kl, got, want)
-		}
+		matchesUpstream(t, &m, r, password, salt, uint32(time%3)+1, uint32(memory%512), threads%4+1, uint32(keyLen%128)+1)
 	})
 }
 

@@ -402,38 +402,32 @@ func BenchmarkHash(b *testing.B) {
 }
 
 // TestSlotsReuseMemory: computations in a row, hashes and verifications
-// alike, work in the memory the slots keep instead of allocating their own,
-// and ReleaseMemory gives it up. Upstream argon2 allocates the memory
-// parameter for every computation.
+// alike, work in the one memory the slot keeps (argon2's
+// TestMemoryIsReused shows a kept memory allocates nothing again), and
+// ReleaseMemory gives it up.
 func TestSlotsReuseMemory(t *testing.T) {
-	p := cheap
-	p.Memory = 2048 // KiB: large enough to stand out from the rest
-	h := NewHasher(p, 1, rand.Reader)
+	h := NewHasher(cheap, 1, rand.Reader)
 	ctx := context.Background()
 	enc := mustHash(t, h, "pw")
-	allocated := func(f func()) uint64 {
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		f()
-		runtime.ReadMemStats(&after)
-		return after.TotalAlloc - before.TotalAlloc
-	}
-	const runs = 4
-	reused := allocated(func() {
-		for range runs {
-			mustHash(t, h, "pw")
-			if ok, _, err := h.Verify(ctx, "pw", enc); !ok || err != nil {
-				t.Fatalf("Verify = %v, %v, want true, nil", ok, err)
-			}
+	kept := <-h.mems
+	h.mems <- kept
+	for range 4 {
+		mustHash(t, h, "pw")
+		if ok, _, err := h.Verify(ctx, "pw", enc); !ok || err != nil {
+			t.Fatalf("Verify = %v, %v, want true, nil", ok, err)
 		}
-	})
-	if limit := uint64(h.HashMemory()) / 4; reused > limit {
-		t.Errorf("%d hashes and verifications allocated %d bytes, want at most %d: the slot's memory is not reused", 2*runs, reused, limit)
+	}
+	if len(h.mems) != 1 {
+		t.Fatalf("the slot keeps %d memories, want 1", len(h.mems))
+	}
+	if m := <-h.mems; m != kept || m.Size() != h.HashMemory() {
+		t.Errorf("after 8 computations the slot keeps another memory (%p of %d bytes), want the first (%p of %d)", m, m.Size(), kept, h.HashMemory())
+	} else {
+		h.mems <- m
 	}
 	h.ReleaseMemory()
-	afresh := allocated(func() { mustHash(t, h, "pw") })
-	if afresh < uint64(h.HashMemory()) {
-		t.Errorf("the hash after ReleaseMemory allocated %d bytes, want its whole memory (%d) allocated again", afresh, h.HashMemory())
+	if len(h.mems) != 0 {
+		t.Errorf("ReleaseMemory left %d memories kept", len(h.mems))
 	}
 }
 
