@@ -56,6 +56,7 @@ type upConn struct {
 	net.Conn
 	br        *bufio.Reader
 	bw        *bufio.Writer
+	look      *peeker // whether the app sent anything while idle
 	idleSince time.Time
 	reused    bool
 }
@@ -302,7 +303,7 @@ func (d *direct) get(ctx context.Context, fresh bool) (*upConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &upConn{Conn: conn, br: bufio.NewReaderSize(conn, 4<<10), bw: bufio.NewWriterSize(conn, 4<<10)}, nil
+	return &upConn{Conn: conn, br: bufio.NewReaderSize(conn, 4<<10), bw: bufio.NewWriterSize(conn, 4<<10), look: newPeeker(conn)}, nil
 }
 
 // idleConn takes the most recently used idle connection that has neither
@@ -314,7 +315,7 @@ func (d *direct) idleConn() *upConn {
 		if c == nil {
 			return nil
 		}
-		if d.now().Sub(c.idleSince) < d.idleTime && quiet(c.Conn) {
+		if d.now().Sub(c.idleSince) < d.idleTime && c.look.quiet() {
 			c.reused = true
 			return c
 		}

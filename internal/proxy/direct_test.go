@@ -574,7 +574,7 @@ func TestDirectNeverReadsAnUnaskedAnswer(t *testing.T) {
 		f.p.direct.mu.Lock()
 		c := f.p.direct.idle[0]
 		f.p.direct.mu.Unlock()
-		if !quiet(c.Conn) {
+		if !c.look.quiet() {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -608,5 +608,64 @@ func TestExchangeTakesA408OnAReusedConnectionForItsClosing(t *testing.T) {
 			t.Errorf("new connection: exchange = %v, %v; want the 408", resp, err)
 		}
 		ours.Close()
+	}
+}
+
+// TestPeekerOnASocket: the look before reuse tells a quiet connection from
+// one the app wrote on and one it closed, leaves what arrived to be read,
+// and allocates nothing (it runs before every reused request).
+func TestPeekerOnASocket(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			close(accepted)
+			return
+		}
+		accepted <- c
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	app, ok := <-accepted
+	if !ok {
+		t.Fatal("accept failed")
+	}
+	p := newPeeker(c)
+	if !p.quiet() {
+		t.Fatal("a connection nothing was sent on is not quiet")
+	}
+	if n := testing.AllocsPerRun(100, func() { p.quiet() }); n != 0 {
+		t.Errorf("a look allocates %v times, want 0", n)
+	}
+	io.WriteString(app, "x")
+	waitLoud(t, p, "after the app wrote")
+	if b, err := bufio.NewReader(c).ReadByte(); err != nil || b != 'x' {
+		t.Errorf("read after the look = %q, %v, want the byte the app wrote", b, err)
+	}
+	if !p.quiet() {
+		t.Error("not quiet once what arrived was read")
+	}
+	app.Close()
+	waitLoud(t, p, "after the app closed")
+}
+
+// waitLoud waits for p to see what is on its way: the kernel delivers a
+// loopback write or close at once, but not within the writer's call.
+func waitLoud(t *testing.T, p *peeker, when string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for p.quiet() {
+		if time.Now().After(deadline) {
+			t.Fatalf("still quiet 10s %s", when)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

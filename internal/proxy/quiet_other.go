@@ -4,7 +4,11 @@ package proxy
 
 import "net"
 
-// quiet cannot look at the socket here: every idle connection is taken
+// peeker cannot look at the socket here: every idle connection is taken
 // for quiet, and a closed one is found by the request sent on it, which
 // is then retried.
-func quiet(net.Conn) bool { return true }
+type peeker struct{}
+
+func newPeeker(net.Conn) *peeker { return new(peeker) }
+
+func (*peeker) quiet() bool { return true }
