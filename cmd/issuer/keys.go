@@ -84,9 +84,11 @@ func newKeysRotateCmd() *cobra.Command {
 func newKeysRevokeCmd() *cobra.Command {
 	var cfg config.Issuer
 	cmd := &cobra.Command{
-		Use:   "revoke KID",
+		Use:   "revoke [--] KID",
 		Short: "Revoke a signing key: it leaves the JWK set at once; when it was signing, the published next key (or a fresh one) signs from now on",
-		Args:  cobra.ExactArgs(1),
+		Long: "Revoke a signing key: it leaves the JWK set at once; when it was signing, the published next key (or a fresh one) signs from now on.\n\n" +
+			"A KID is base64url and may begin with \"-\" (one in 64 does): put -- before it, as in issuer keys revoke -- \"$KID\".",
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withService(cmd.Context(), cfg, func(svc *auth.Service) error {
 				k, err := svc.AdminRevokeKey(cmd.Context(), auth.Operator(), args[0], cliMeta)
@@ -98,6 +100,9 @@ func newKeysRevokeCmd() *cobra.Command {
 			})
 		},
 	}
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		return fmt.Errorf("%w (a KID that begins with \"-\" goes after --: issuer keys revoke -- KID)", err)
+	})
 	cfg.StoreFlags(cmd.Flags())
 	bindEnv(cmd)
 	return cmd

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -251,7 +252,13 @@ func startIssuerWithKEK(t testing.TB, dbURL, kek string, extra ...string) *issue
 // cli runs an issuer subcommand against the same database and keys.
 func (is *issuer) cli(t *testing.T, stdin string, args ...string) (string, error) {
 	t.Helper()
-	args = append(args, "--database-url", is.dbURL, "--kek-file", is.kek)
+	// The database flags go before a "--", after which all is arguments.
+	flags := []string{"--database-url", is.dbURL, "--kek-file", is.kek}
+	if i := slices.Index(args, "--"); i >= 0 {
+		args = slices.Concat(args[:i], flags, args[i:])
+	} else {
+		args = append(args, flags...)
+	}
 	cmd := exec.Command(filepath.Join(binDir, "issuer"), args...)
 	cmd.Stdin = strings.NewReader(stdin)
 	out, err := cmd.CombinedOutput()

@@ -166,7 +166,7 @@ func TestKeyLifecycle(t *testing.T) {
 		// The CLI revokes the key signing now with none published: a fresh
 		// key signs, and the running issuer sees it within its reload
 		// interval.
-		if out, err := is.cli(t, "", "keys", "revoke", next.KID); err != nil {
+		if out, err := is.cli(t, "", "keys", "revoke", "--", next.KID); err != nil {
 			t.Fatalf("keys revoke: %v\n%s", err, out)
 		}
 		waitFor(t, "the revoked key leaves the JWK set", func() bool { return !slices.Contains(kids(t, is), next.KID) })
