@@ -70,6 +70,17 @@ func TestIDKeyMatchesUpstream(t *testing.T) {
 	}
 }
 
+// TestIDKeyMatchesUpstreamAtServingParams: the parameters the issuer
+// hashes with (OWASP's 19 MiB, two passes), on one lane and on four, in a
+// memory kept from a computation with other inputs.
+func TestIDKeyMatchesUpstreamAtServingParams(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	var m Memory
+	for _, threads := range []uint8{1, 4, 1} {
+		matchesUpstream(t, &m, r, []byte("correct horse battery staple"), []byte("0123456789abcdef"), 2, 19*1024, threads, 32)
+	}
+}
+
 // FuzzIDKeyMatchesUpstream: any inputs, small costs, reused dirty memory.
 func FuzzIDKeyMatchesUpstream(f *testing.F) {
 	f.Add([]byte("correct horse"), []byte("saltsaltsalt"), uint8(2), uint16(64), uint8(1), uint8(32))
