@@ -119,7 +119,7 @@ func (h *Hasher) idKey(pw string, salt []byte, p Params) []byte {
 	}
 	select {
 	case h.mems <- m:
-	default: // ReleaseMemory raced with a computation: one memory too many
+	default: // not seen: at most Slots() memories exist; never block a slot on it
 	}
 	return key
 }
