@@ -399,6 +399,12 @@ func TestDirectSweepClosesOnlyTheExpired(t *testing.T) {
 	clock.Add(int64(directIdleTime / 2))
 	d.put(&upConn{Conn: newer})
 	clock.Add(int64(directIdleTime / 2))
+	d.mu.Lock()
+	set := d.sweep != nil
+	d.mu.Unlock()
+	if !set {
+		t.Fatal("no sweep is pending for the idle connections")
+	}
 
 	d.expire()
 	d.mu.Lock()
