@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -82,15 +83,34 @@ func TestVerifierGRPC(t *testing.T) {
 		}
 		return ctx
 	}
+	// The access log's line for the call sent with x-request-id id carries
+	// the call's gRPC status beside HTTP's 200.
+	wantLogged := func(t *testing.T, id string, code codes.Code) {
+		t.Helper()
+		line, ok := v.logs.waitFor(time.Now().Add(10*time.Second), func(l string) bool {
+			return strings.Contains(l, `"msg":"request"`) && strings.Contains(l, `"request_id":"`+id+`"`)
+		})
+		if !ok {
+			t.Fatalf("no access log line for request %s in 10 s", id)
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatal(err)
+		}
+		if m["status"] != float64(200) || m["grpc_status"] != float64(code) {
+			t.Errorf("access log line: status %v grpc_status %v, want 200 and %d: %s", m["status"], m["grpc_status"], code, line)
+		}
+	}
 	tok := ks.Mint(t, verifytest.Claims{Subject: "user-1", Role: "user", SessionID: "session-1", TokenID: "token-1"})
 
 	t.Run("unary reaches the app with the identity", func(t *testing.T) {
 		before := app.Calls()
-		ctx := metadata.AppendToOutgoingContext(call(t, tok), "x-auth-user-id", "admin")
+		ctx := metadata.AppendToOutgoingContext(call(t, tok), "x-auth-user-id", "admin", "x-request-id", "grpc-check-ok")
 		resp, err := client.Check(ctx, &healthpb.HealthCheckRequest{})
 		if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
 			t.Fatalf("Check = %v, %v; want SERVING\n%s", resp.GetStatus(), err, v.logs.String())
 		}
+		wantLogged(t, "grpc-check-ok", codes.OK)
 		if got := app.Calls() - before; got != 1 {
 			t.Errorf("calls reaching the app = %d, want 1", got)
 		}
@@ -100,6 +120,15 @@ func TestVerifierGRPC(t *testing.T) {
 				t.Errorf("app metadata %s = %q, want [%q]", k, got, want)
 			}
 		}
+	})
+
+	t.Run("the app's own error status reaches the client and the log", func(t *testing.T) {
+		ctx := metadata.AppendToOutgoingContext(call(t, tok), "x-request-id", "grpc-check-unknown")
+		_, err := client.Check(ctx, &healthpb.HealthCheckRequest{Service: "no-such-service"})
+		if status.Code(err) != codes.NotFound {
+			t.Fatalf("Check of an unknown service = %v, want NotFound from the app", err)
+		}
+		wantLogged(t, "grpc-check-unknown", codes.NotFound)
 	})
 
 	t.Run("server streaming flushes each message", func(t *testing.T) {
@@ -129,10 +158,12 @@ func TestVerifierGRPC(t *testing.T) {
 	} {
 		t.Run(tc.name+" is unauthenticated and never reaches the app", func(t *testing.T) {
 			before := app.Calls()
-			_, err := client.Check(call(t, tc.token), &healthpb.HealthCheckRequest{})
+			id := "grpc-refused-" + strings.ReplaceAll(tc.name, " ", "-")
+			_, err := client.Check(metadata.AppendToOutgoingContext(call(t, tc.token), "x-request-id", id), &healthpb.HealthCheckRequest{})
 			if status.Code(err) != codes.Unauthenticated || !strings.Contains(status.Convert(err).Message(), "access token") {
 				t.Errorf("Check = %v, want Unauthenticated from the verifier", err)
 			}
+			wantLogged(t, id, codes.Unauthenticated)
 			stream, err := client.Watch(call(t, tc.token), &healthpb.HealthCheckRequest{})
 			if err == nil {
 				_, err = stream.Recv()

@@ -3,6 +3,8 @@ package httpserver
 import (
 	"log/slog"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -12,6 +14,9 @@ const maxUserAgentLen = 256
 // AccessLog writes one line per request once the handler returns: Info, or
 // Error for a 5xx. It records only the path, never the query string, headers
 // or bodies, because those may carry tokens and passwords.
+//
+// A gRPC call's line also carries its grpc_status: its HTTP status is 200
+// whether the call succeeded or not.
 //
 // AccessLog belongs inside RequestID (for the id) and outside Recover (so a
 // recovered panic is logged with the 500 the client got); a panic that does
@@ -36,7 +41,7 @@ func AccessLog(logger *slog.Logger, next http.Handler) http.Handler {
 			if len(ua) > maxUserAgentLen {
 				ua = ua[:maxUserAgentLen]
 			}
-			logger.LogAttrs(r.Context(), level, "request",
+			attrs := [...]slog.Attr{
 				slog.String("method", r.Method),
 				slog.String("path", r.URL.Path),
 				slog.Int("status", status),
@@ -45,9 +50,35 @@ func AccessLog(logger *slog.Logger, next http.Handler) http.Handler {
 				slog.String("request_id", id),
 				slog.String("remote_addr", r.RemoteAddr),
 				slog.String("user_agent", ua),
-			)
+				{}, // grpc_status, for a gRPC call that ended with one
+			}
+			n := len(attrs) - 1
+			if code, ok := grpcStatus(r, w.Header()); ok {
+				attrs[n] = slog.Int("grpc_status", code)
+				n++
+			}
+			logger.LogAttrs(r.Context(), level, "request", attrs[:n]...)
 		}()
 		next.ServeHTTP(rec, r)
 		returned = true
 	})
+}
+
+// grpcStatus is the status a gRPC call ended with: in the header of a
+// trailers-only answer (the verifier's own refusals), or in a trailer,
+// which a handler sets in the header map after the body, under its
+// announced name or with http.TrailerPrefix.
+func grpcStatus(r *http.Request, h http.Header) (int, bool) {
+	if !strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
+		return 0, false
+	}
+	v, ok := h["Grpc-Status"]
+	if !ok {
+		v, ok = h[http.TrailerPrefix+"Grpc-Status"]
+	}
+	if !ok || len(v) == 0 {
+		return 0, false
+	}
+	code, err := strconv.Atoi(v[0])
+	return code, err == nil
 }

@@ -245,3 +245,58 @@ func TestAccessLogHijack(t *testing.T) {
 		t.Errorf("AccessLog(hijacked) = %v, want one line with status 101", lines)
 	}
 }
+
+// A gRPC call answers HTTP 200 whether it succeeded or not: its line
+// carries the grpc-status, from a trailers-only header or from a trailer
+// set after the body (announced, or with http.TrailerPrefix).
+func TestAccessLogGRPCStatus(t *testing.T) {
+	tests := []struct {
+		name        string
+		contentType string
+		handler     http.HandlerFunc
+		want        any // nil: no grpc_status in the line
+	}{
+		{"trailers-only refusal", "application/grpc", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Grpc-Status", "16")
+			w.WriteHeader(http.StatusOK)
+		}, float64(16)},
+		{"announced trailer", "application/grpc+proto", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Trailer", "Grpc-Status")
+			w.WriteHeader(http.StatusOK)
+			io.WriteString(w, "message")
+			w.Header().Set("Grpc-Status", "5")
+		}, float64(5)},
+		{"trailer named after the body", "application/grpc", func(w http.ResponseWriter, _ *http.Request) {
+			io.WriteString(w, "message")
+			w.Header().Set(http.TrailerPrefix+"Grpc-Status", "0")
+		}, float64(0)},
+		{"call cut off before any status", "application/grpc", func(w http.ResponseWriter, _ *http.Request) {
+			io.WriteString(w, "message")
+		}, nil},
+		{"not a gRPC request", "application/json", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Grpc-Status", "16")
+		}, nil},
+		{"status that is no number", "application/grpc", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Grpc-Status", "sixteen")
+		}, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			logger, buf := newTestLogger()
+			req := httptest.NewRequest(http.MethodPost, "/grpc.health.v1.Health/Check", nil)
+			req.Header.Set("Content-Type", tc.contentType)
+			AccessLog(logger, tc.handler).ServeHTTP(httptest.NewRecorder(), req)
+			lines := logLinesWithMsg(t, buf, "request")
+			if len(lines) != 1 {
+				t.Fatalf("%d request lines, want 1", len(lines))
+			}
+			got, ok := lines[0]["grpc_status"]
+			if tc.want == nil && ok || tc.want != nil && got != tc.want {
+				t.Errorf("grpc_status = %v (present: %v), want %v", got, ok, tc.want)
+			}
+			if lines[0]["status"] != float64(200) {
+				t.Errorf("status = %v, want 200", lines[0]["status"])
+			}
+		})
+	}
+}
