@@ -90,6 +90,22 @@ func (q *queries) refusedRotation(ctx context.Context, hash string) (store.Rotat
 
 // claimPostgresSQL is the rotation in one statement, with named
 // parameters.
+//
+// owner locks the user's row (FOR KEY SHARE, as the child's foreign key
+// would), only while enabled, before the token's row is touched: a
+// WithUser takes it first too, so the two queue instead of deadlocking
+// (the token rotated first, then the insert's foreign-key check waiting on
+// a disable's user lock, while the disable waits on the token to revoke
+// it). A rotation that waited for a disable finds the owner disabled and
+// rotates nothing.
+//
+// old asks only that owner found the user (EXISTS, a one-time filter
+// evaluated before the token's row is read), never joins the token to it
+// by user: a join on user_id lets the planner reach the token through
+// refresh_tokens_user_live, which holds every rotated token of the user's
+// sessions, and filter them all by hash on each refresh (what it chose on
+// a fresh database). The hash is the primary key, so the token is one
+// index probe whatever the chain's length.
 const claimPostgresSQL = `WITH owner AS (
 		SELECT id FROM users
 		WHERE id = (SELECT user_id FROM refresh_tokens WHERE token_hash = :hash) AND status = :enabled
@@ -98,7 +114,7 @@ const claimPostgresSQL = `WITH owner AS (
 		UPDATE refresh_tokens rt SET rotated_at = :now
 		FROM users u, sessions s
 		WHERE rt.token_hash = :hash AND rt.rotated_at IS NULL AND rt.revoked_at IS NULL AND rt.expires_at > :now
-			AND u.id = rt.user_id AND u.id IN (SELECT id FROM owner) AND s.id = rt.session_id
+			AND EXISTS (SELECT 1 FROM owner) AND u.id = rt.user_id AND s.id = rt.session_id
 		RETURNING rt.token_hash, rt.session_id, rt.user_id, rt.parent_hash, rt.issued_at, rt.expires_at,
 			rt.rotated_at, rt.revoked_at, ` + ownerColumns + `,
 			LEAST(CAST(:next_expires_at AS timestamptz), s.max_expires_at) AS next_expires_at
@@ -122,17 +138,20 @@ const claimPostgresSQL = `WITH owner AS (
 
 func (q *queries) claimPostgres(ctx context.Context, r store.RotateRequest) (claimed, error) {
 	var c claimed
+	query, args, err := claimPostgresQuery(r)
+	if err != nil {
+		return c, err
+	}
+	err = q.get(ctx, &c, query, args...)
+	return c, err
+}
+
+// claimPostgresQuery binds r to claimPostgresSQL.
+func claimPostgresQuery(r store.RotateRequest) (string, []any, error) {
 	var e store.AuditEvent
 	if r.Event != nil {
 		e = *r.Event
 	}
-	// owner locks the user's row (FOR KEY SHARE, as the child's foreign key
-	// would), only while enabled, before the token's row is touched: a
-	// WithUser takes it first too, so the two queue instead of deadlocking
-	// (the token rotated first, then the insert's foreign-key check waiting
-	// on a disable's user lock, while the disable waits on the token to
-	// revoke it). A rotation that waited for a disable finds the owner
-	// disabled and rotates nothing.
 	named := map[string]any{
 		"hash": r.Hash, "enabled": store.StatusEnabled, "now": ts(r.Now),
 		"next_hash": r.Next.Hash, "next_issued_at": ts(r.Next.IssuedAt), "next_expires_at": ts(r.Next.ExpiresAt),
@@ -143,10 +162,9 @@ func (q *queries) claimPostgres(ctx context.Context, r store.RotateRequest) (cla
 	}
 	query, args, err := sqlx.Named(claimPostgresSQL, named)
 	if err != nil {
-		return c, fmt.Errorf("sqlstore: rotation statement: %w", err)
+		return "", nil, fmt.Errorf("sqlstore: rotation statement: %w", err)
 	}
-	err = q.get(ctx, &c, query, args...)
-	return c, err
+	return query, args, nil
 }
 
 func (q *queries) claimSQLite(ctx context.Context, r store.RotateRequest) (claimed, error) {
