@@ -98,3 +98,27 @@ func TestImportDirection(t *testing.T) {
 		}
 	}
 }
+
+// TestVerifierLinksNoStore: the sidecar keeps no state, so no database
+// driver and no Redis client belongs in it (database/sql itself comes with
+// google/uuid's Scan and Value) (they cost it binary pages and
+// start-up work); it shares the configuration package with the issuer,
+// which is how the Redis client once got in.
+func TestVerifierLinksNoStore(t *testing.T) {
+	stores := []string{"github.com/redis/go-redis", "github.com/go-redis/redis_rate",
+		"github.com/jmoiron/sqlx", "github.com/lib/pq", "modernc.org/sqlite"}
+	for _, p := range listPackages(t) {
+		if p.ImportPath != mod+"cmd/verifier" {
+			continue
+		}
+		for _, d := range p.Deps {
+			for _, s := range stores {
+				if d == s || strings.HasPrefix(d, s+"/") {
+					t.Errorf("the verifier links %s", d)
+				}
+			}
+		}
+		return
+	}
+	t.Fatal("cmd/verifier not found")
+}

@@ -7,7 +7,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/palisade-auth/palisade/internal/ratelimit"
-	"github.com/palisade-auth/palisade/internal/ratelimit/redisstore"
+	"github.com/palisade-auth/palisade/internal/ratelimit/redisurl"
 )
 
 // Rate-limit stores.
@@ -42,13 +42,15 @@ func (r *RateLimits) Validate() error {
 	}
 	switch {
 	case r.RateLimitStore == "", r.RateLimitStore == RateLimitStoreDatabase, r.RateLimitStore == RateLimitStoreMemory:
-	case redisstore.IsURL(r.RateLimitStore):
-		// Never echo the URL: it may carry the Redis password.
-		if _, _, err := redisstore.Options(r.RateLimitStore, r.RateLimitStoreTimeout); err != nil {
+	case redisurl.Is(r.RateLimitStore):
+		// Never echo the URL: it may carry the Redis password. What only
+		// the client checks (the database number, its parameters) fails
+		// the start instead.
+		if _, _, err := redisurl.Split(r.RateLimitStore); err != nil {
 			p.addf("--rate-limit-store: %v", err)
 		}
 	default:
-		p.addf("--rate-limit-store must be database, memory or a redis:// or rediss:// URL, got %q", redisstore.Redact(r.RateLimitStore))
+		p.addf("--rate-limit-store must be database, memory or a redis:// or rediss:// URL, got %q", redisurl.Redact(r.RateLimitStore))
 	}
 	if r.RateLimitStoreTimeout < time.Millisecond || r.RateLimitStoreTimeout > 10*time.Second {
 		p.addf("--rate-limit-store-timeout must be from 1ms to 10s, got %s", r.RateLimitStoreTimeout)

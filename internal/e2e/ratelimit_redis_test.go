@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -335,4 +336,26 @@ func refreshRound(b *testing.B, is *issuer, chains []string, n int) time.Duratio
 	}
 	wg.Wait()
 	return time.Since(start)
+}
+
+// TestIssuerRefusesAMalformedRedisURL: what only the Redis client checks
+// in --rate-limit-store (here a database number that is no number) stops
+// the issuer at start, naming the flag and never the password; the flags'
+// own check sees only the URL's shape, since the verifier shares it and
+// links no Redis client.
+func TestIssuerRefusesAMalformedRedisURL(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "issuer"), "serve",
+		"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
+		"--database-url", testdb.SQLite(t), "--kek-file", kekFile(t),
+		"--rate-limit-store", "redis://u:s3cret@127.0.0.1:6379/x")
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || ctx.Err() != nil {
+		t.Fatalf("issuer serve = %v, want it to exit with an error\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "--rate-limit-store") || strings.Contains(string(out), "s3cret") {
+		t.Errorf("issuer serve said %q, want an error naming --rate-limit-store without the password", out)
+	}
 }

@@ -3,6 +3,7 @@ package issuerapp
 import (
 	"context"
 	"crypto/rand"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/palisade-auth/palisade/internal/password"
 	"github.com/palisade-auth/palisade/internal/ratelimit"
 	"github.com/palisade-auth/palisade/internal/ratelimit/redisstore"
+	"github.com/palisade-auth/palisade/internal/ratelimit/redisurl"
 	"github.com/palisade-auth/palisade/internal/webhook"
 	"github.com/palisade-auth/palisade/pkg/verify"
 )
@@ -29,13 +31,13 @@ import (
 func (a *App) rateLimiter(ctx context.Context, cfg config.Issuer, reg prometheus.Registerer) (*ratelimit.Limiter, error) {
 	var st ratelimit.Store = ratelimit.NewMemory()
 	switch {
-	case redisstore.IsURL(cfg.RateLimitStore):
+	case redisurl.Is(cfg.RateLimitStore):
 		rs, err := redisstore.Open(cfg.RateLimitStore, cfg.RateLimitStoreTimeout)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("--rate-limit-store: %w", err)
 		}
 		redisstore.SetLog(a.Log)
-		a.Log.InfoContext(ctx, "rate-limit counters in Redis", "url", redisstore.Redact(cfg.RateLimitStore), "timeout", cfg.RateLimitStoreTimeout)
+		a.Log.InfoContext(ctx, "rate-limit counters in Redis", "url", redisurl.Redact(cfg.RateLimitStore), "timeout", cfg.RateLimitStoreTimeout)
 		st = rs
 	case cfg.SharedRateLimits():
 		st = ratelimit.NewGCRA(a.Store)

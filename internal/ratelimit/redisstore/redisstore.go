@@ -17,13 +17,13 @@ import (
 	"math"
 	"net"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/palisade-auth/palisade/internal/ratelimit"
+	"github.com/palisade-auth/palisade/internal/ratelimit/redisurl"
 )
 
 // Store keeps counters and marks in one Redis database.
@@ -36,28 +36,15 @@ type Store struct {
 
 var _ ratelimit.Store = (*Store)(nil)
 
-// IsURL reports whether s names a Redis server rather than another kind of
-// rate-limit store.
-func IsURL(s string) bool {
-	return strings.HasPrefix(s, "redis://") || strings.HasPrefix(s, "rediss://")
-}
-
-// Options turns redis://[user:pass@]host[:port][/db][?prefix=P] (or
-// rediss:// for TLS) into client options bounded by timeout, and the key
-// prefix. Its errors never repeat the URL: it may carry a password.
+// Options turns a store URL (see redisurl) into client options bounded by
+// timeout, and the key prefix. Its errors never repeat the URL: it may
+// carry a password.
 func Options(rawURL string, timeout time.Duration) (*redis.Options, string, error) {
-	if !IsURL(rawURL) {
-		return nil, "", errors.New("want redis://[user:pass@]host[:port][/db], or rediss:// for TLS")
-	}
-	u, err := url.Parse(rawURL)
+	clientURL, prefix, err := redisurl.Split(rawURL)
 	if err != nil {
-		return nil, "", errors.New("malformed Redis URL")
+		return nil, "", err
 	}
-	q := u.Query()
-	prefix := q.Get("prefix")
-	q.Del("prefix")
-	u.RawQuery = q.Encode()
-	opt, err := redis.ParseURL(u.String())
+	opt, err := redis.ParseURL(clientURL)
 	if err != nil {
 		var ue *url.Error
 		if errors.As(err, &ue) {
@@ -65,23 +52,11 @@ func Options(rawURL string, timeout time.Duration) (*redis.Options, string, erro
 		}
 		return nil, "", err
 	}
-	if u.Hostname() == "" {
-		return nil, "", errors.New("the Redis URL needs a host")
-	}
 	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout, opt.PoolTimeout = timeout, timeout, timeout, timeout
 	opt.ContextTimeoutEnabled = true
 	// One attempt per call: a retry would only spend the same budget.
 	opt.MaxRetries = -1
 	return opt, prefix, nil
-}
-
-// Redact returns rawURL without its password, for logs.
-func Redact(rawURL string) string {
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return "redis://(malformed)"
-	}
-	return u.Redacted()
 }
 
 // Open connects to the Redis at rawURL (see Options). It does not wait for

@@ -1,0 +1,49 @@
+// Package redisurl owns the address of a Redis rate-limit store,
+// redis://[user:pass@]host[:port][/db][?prefix=P] or rediss:// for TLS: its
+// schemes, its key-prefix parameter and its redaction. It links no Redis
+// client, so the flags can be checked where none belongs: the verifier
+// shares the issuer's configuration package.
+package redisurl
+
+import (
+	"errors"
+	"net/url"
+	"strings"
+)
+
+// Is reports whether s names a Redis server rather than another kind of
+// rate-limit store.
+func Is(s string) bool {
+	return strings.HasPrefix(s, "redis://") || strings.HasPrefix(s, "rediss://")
+}
+
+// Split checks raw's shape and returns it without the prefix parameter,
+// for the client, and the key prefix. The client checks the rest (the
+// database number, its own parameters) when it parses the URL. Its errors
+// never repeat raw: it may carry a password.
+func Split(raw string) (client, prefix string, err error) {
+	if !Is(raw) {
+		return "", "", errors.New("want redis://[user:pass@]host[:port][/db], or rediss:// for TLS")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", "", errors.New("malformed Redis URL")
+	}
+	if u.Hostname() == "" {
+		return "", "", errors.New("the Redis URL needs a host")
+	}
+	q := u.Query()
+	prefix = q.Get("prefix")
+	q.Del("prefix")
+	u.RawQuery = q.Encode()
+	return u.String(), prefix, nil
+}
+
+// Redact returns raw without its password, for logs.
+func Redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "redis://(malformed)"
+	}
+	return u.Redacted()
+}

@@ -1,0 +1,49 @@
+package redisurl
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestSplit(t *testing.T) {
+	tests := []struct {
+		in, client, prefix string
+		wantErr            bool
+	}{
+		{in: "redis://127.0.0.1:6379", client: "redis://127.0.0.1:6379"},
+		{in: "rediss://:s3cret@cache:6380/1?prefix=eu:", client: "rediss://:s3cret@cache:6380/1", prefix: "eu:"},
+		{in: "redis://cache/2?prefix=a&dial_timeout=1s", client: "redis://cache/2?dial_timeout=1s", prefix: "a"},
+		// The client's own checks come later: the shape is right.
+		{in: "redis://cache:6379/x", client: "redis://cache:6379/x"},
+		{in: "http://cache:6379", wantErr: true},
+		{in: "redis", wantErr: true},
+		{in: "redis://u:s3cret@:6379", wantErr: true},
+		{in: "redis://u:s3cret%zz@cache", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			client, prefix, err := Split(tt.in)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("Split(%q) error = %v, want error %v", tt.in, err, tt.wantErr)
+			}
+			if err != nil {
+				if strings.Contains(err.Error(), "s3cret") {
+					t.Errorf("Split(%q) error = %q, repeats the password", tt.in, err)
+				}
+				return
+			}
+			if client != tt.client || prefix != tt.prefix {
+				t.Errorf("Split(%q) = %q, %q; want %q, %q", tt.in, client, prefix, tt.client, tt.prefix)
+			}
+		})
+	}
+}
+
+func TestRedact(t *testing.T) {
+	if got := Redact("redis://u:s3cret@cache:6379/1"); strings.Contains(got, "s3cret") || !strings.Contains(got, "cache:6379") {
+		t.Errorf("Redact = %q, want the host without the password", got)
+	}
+	if got := Redact("redis://u:s3cret%zz@cache"); strings.Contains(got, "s3cret") {
+		t.Errorf("Redact(malformed) = %q, repeats the password", got)
+	}
+}
