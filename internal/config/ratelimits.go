@@ -44,8 +44,8 @@ func (r *RateLimits) Validate() error {
 	case r.RateLimitStore == "", r.RateLimitStore == RateLimitStoreDatabase, r.RateLimitStore == RateLimitStoreMemory:
 	case redisurl.Is(r.RateLimitStore):
 		// Never echo the URL: it may carry the Redis password. What only
-		// the client checks (the database number, its parameters) fails
-		// the start instead.
+		// the client checks (the database number, its parameters) is
+		// issuerapp.ValidateServe's.
 		if _, _, err := redisurl.Split(r.RateLimitStore); err != nil {
 			p.addf("--rate-limit-store: %v", err)
 		}

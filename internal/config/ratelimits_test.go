@@ -21,7 +21,7 @@ func TestRateLimitStoreValidation(t *testing.T) {
 		{"redis", 200 * time.Millisecond, "--rate-limit-store must be"},
 		{"redis://u:s3cret@:6379", 200 * time.Millisecond, "--rate-limit-store:"},
 		{"redis://u:s3cret%zz@cache:6379", 200 * time.Millisecond, "--rate-limit-store:"},
-		// What only the Redis client checks fails the start instead
+		// What only the Redis client checks is the issuer's to refuse
 		// (TestIssuerRefusesAMalformedRedisURL): the verifier shares this
 		// package and links no Redis client.
 		{"redis://u:s3cret@cache:6379/x", 200 * time.Millisecond, ""},

@@ -340,15 +340,16 @@ func refreshRound(b *testing.B, is *issuer, chains []string, n int) time.Duratio
 
 // TestIssuerRefusesAMalformedRedisURL: what only the Redis client checks
 // in --rate-limit-store (here a database number that is no number) stops
-// the issuer at start, naming the flag and never the password; the flags'
-// own check sees only the URL's shape, since the verifier shares it and
-// links no Redis client.
+// the issuer before it opens anything, naming the flag and never the
+// password; the flags' own check sees only the URL's shape, since the
+// verifier shares it and links no Redis client.
 func TestIssuerRefusesAMalformedRedisURL(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
+	db := filepath.Join(t.TempDir(), "issuer.db")
 	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "issuer"), "serve",
 		"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
-		"--database-url", testdb.SQLite(t), "--kek-file", kekFile(t),
+		"--database-url", "sqlite:"+db, "--kek-file", kekFile(t),
 		"--rate-limit-store", "redis://u:s3cret@127.0.0.1:6379/x")
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
@@ -357,5 +358,8 @@ func TestIssuerRefusesAMalformedRedisURL(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "--rate-limit-store") || strings.Contains(string(out), "s3cret") {
 		t.Errorf("issuer serve said %q, want an error naming --rate-limit-store without the password", out)
+	}
+	if _, err := os.Stat(db); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the issuer opened its database before refusing its flags: stat = %v", err)
 	}
 }

@@ -26,6 +26,22 @@ import (
 	"github.com/palisade-auth/palisade/pkg/verify"
 )
 
+// ValidateServe checks cfg as serve needs it before anything is opened:
+// every flag, then what only the Redis client checks in --rate-limit-store
+// (the database number, its own parameters), which the flags cannot check
+// without linking the client into the verifier, which shares them.
+func ValidateServe(cfg config.Issuer) error {
+	if err := cfg.ValidateServe(); err != nil {
+		return err
+	}
+	if redisurl.Is(cfg.RateLimitStore) {
+		if _, _, err := redisstore.Options(cfg.RateLimitStore, cfg.RateLimitStoreTimeout); err != nil {
+			return fmt.Errorf("--rate-limit-store: %w", err)
+		}
+	}
+	return nil
+}
+
 // rateLimiter returns the limiter over the configured counter store, and
 // starts sweeping that store's expired counters until ctx ends.
 func (a *App) rateLimiter(ctx context.Context, cfg config.Issuer, reg prometheus.Registerer) (*ratelimit.Limiter, error) {
