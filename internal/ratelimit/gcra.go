@@ -10,10 +10,13 @@ import (
 // table. [NewGCRA] makes a [Store] of one, on the caller's clock.
 type TATStore interface {
 	// TakeRateLimit atomically does one GCRA step for key at now (Unix
-	// microseconds): with tat = max(stored TAT, now), when tat + interval -
-	// now <= period it stores tat + interval and reports allowed; otherwise
-	// it changes nothing. It returns the TAT stored after the call.
-	TakeRateLimit(ctx context.Context, key string, now, interval, period int64) (tat int64, allowed bool, err error)
+	// microseconds), or at the latest time a step of key ran at if that is
+	// later (at: a take that waited behind a later one, or whose replica's
+	// clock lags, does not go back in time): with tat = max(stored TAT, at),
+	// when tat + interval - at <= period it stores tat + interval and
+	// reports allowed; otherwise it changes only the key's time. It returns
+	// the TAT stored after the call and at.
+	TakeRateLimit(ctx context.Context, key string, now, interval, period int64) (tat, at int64, allowed bool, err error)
 	// SweepRateLimits forgets every key whose TAT is before now (Unix
 	// microseconds): such a key is as good as new.
 	SweepRateLimits(ctx context.Context, now int64) (int64, error)
@@ -38,8 +41,8 @@ func NewGCRA(st TATStore) *GCRA { return &GCRA{st: st} }
 
 // Take implements Counters.
 func (g *GCRA) Take(ctx context.Context, key string, l Limit, now time.Time) (Result, error) {
-	t, interval, period := now.UnixMicro(), l.interval().Microseconds(), l.Period.Microseconds()
-	tat, allowed, err := g.st.TakeRateLimit(ctx, key, t, interval, period)
+	interval, period := l.interval().Microseconds(), l.Period.Microseconds()
+	tat, t, allowed, err := g.st.TakeRateLimit(ctx, key, now.UnixMicro(), interval, period)
 	if err != nil {
 		return Result{}, err
 	}
@@ -63,7 +66,7 @@ func (g *GCRA) Reset(ctx context.Context, key string) error { return g.st.ResetR
 // passed.
 func (g *GCRA) Mark(ctx context.Context, key string, now time.Time, ttl time.Duration) error {
 	w := ttl.Microseconds()
-	_, _, err := g.st.TakeRateLimit(ctx, key, now.UnixMicro(), w, 2*w)
+	_, _, _, err := g.st.TakeRateLimit(ctx, key, now.UnixMicro(), w, 2*w)
 	return err
 }
 

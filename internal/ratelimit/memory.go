@@ -21,9 +21,13 @@ type memoryTable struct {
 }
 
 type memoryShard struct {
-	mu  sync.Mutex
-	tat map[string]int64
+	mu   sync.Mutex
+	keys map[string]memoryKey
 }
+
+// memoryKey is a key's GCRA state: its TAT and the latest time a take of
+// it ran at.
+type memoryKey struct{ tat, seen int64 }
 
 var (
 	_ Store    = (*Memory)(nil)
@@ -33,7 +37,7 @@ var (
 func newMemoryTable() *memoryTable {
 	m := &memoryTable{seed: maphash.MakeSeed()}
 	for i := range m.shards {
-		m.shards[i].tat = map[string]int64{}
+		m.shards[i].keys = map[string]memoryKey{}
 	}
 	return m
 }
@@ -43,20 +47,19 @@ func (m *memoryTable) shard(key string) *memoryShard {
 }
 
 // TakeRateLimit implements TATStore.
-func (m *memoryTable) TakeRateLimit(_ context.Context, key string, now, interval, period int64) (int64, bool, error) {
+func (m *memoryTable) TakeRateLimit(_ context.Context, key string, now, interval, period int64) (int64, int64, bool, error) {
 	s := m.shard(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	stored, ok := s.tat[key]
-	tat := now
-	if ok && stored > now {
-		tat = stored
+	k := s.keys[key]
+	k.seen = max(k.seen, now)
+	tat := max(k.tat, k.seen)
+	allowed := tat+interval-k.seen <= period
+	if allowed {
+		k.tat = tat + interval
 	}
-	if tat+interval-now > period {
-		return stored, false, nil
-	}
-	s.tat[key] = tat + interval
-	return tat + interval, true, nil
+	s.keys[key] = k
+	return k.tat, k.seen, allowed, nil
 }
 
 // SweepRateLimits implements TATStore.
@@ -65,9 +68,9 @@ func (m *memoryTable) SweepRateLimits(_ context.Context, now int64) (int64, erro
 	for i := range m.shards {
 		s := &m.shards[i]
 		s.mu.Lock()
-		for k, tat := range s.tat {
-			if tat < now {
-				delete(s.tat, k)
+		for k, v := range s.keys {
+			if v.tat < now {
+				delete(s.keys, k)
 				n++
 			}
 		}
@@ -81,7 +84,7 @@ func (m *memoryTable) ResetRateLimit(_ context.Context, key string) error {
 	s := m.shard(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.tat, key)
+	delete(s.keys, key)
 	return nil
 }
 
@@ -90,5 +93,5 @@ func (m *memoryTable) PeekRateLimit(_ context.Context, key string) (int64, error
 	s := m.shard(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.tat[key], nil
+	return s.keys[key].tat, nil
 }

@@ -4,8 +4,10 @@
 // transport asks Allow before any business work and renders the Decision.
 //
 // Why GCRA: its whole state per key is one timestamp (the theoretical
-// arrival time, TAT), so a check is a single atomic read-modify-write that a
-// database does in one statement; it is exact (no window-boundary bursts of
+// arrival time, TAT; the stores on the caller's clock also keep the latest
+// time a check ran at, so that time never goes back for a key), so a check
+// is a single atomic read-modify-write that a database does in one
+// statement; it is exact (no window-boundary bursts of
 // up to twice the limit as with fixed windows, no approximation as with a
 // sliding-window counter), spreads a quota evenly over its period while still
 // allowing a burst of the whole count, and yields Retry-After and the reset

@@ -26,6 +26,7 @@ func RunTests(t *testing.T, newStore func(t *testing.T) ratelimit.Store) {
 	t.Run("refills one interval at a time", func(t *testing.T) { refill(t, newStore(t)) })
 	t.Run("keys are independent", func(t *testing.T) { independent(t, newStore(t)) })
 	t.Run("concurrent takes allow exactly the count", func(t *testing.T) { concurrent(t, newStore(t)) })
+	t.Run("a late take runs at the time its key has reached", func(t *testing.T) { late(t, newStore(t)) })
 	t.Run("reset forgets one key", func(t *testing.T) { reset(t, newStore(t)) })
 	t.Run("marks last their time", func(t *testing.T) { marks(t, newStore(t)) })
 	t.Run("sweep forgets only expired keys", func(t *testing.T) { sweep(t, newStore(t)) })
@@ -91,6 +92,24 @@ func uneven(t *testing.T, st ratelimit.Store) {
 				t.Fatalf("Take #%d of %s = %+v, want allowed with %d remaining", i, key, r, l.Count-i)
 			}
 		}
+	}
+}
+
+// late: a take whose now is earlier than one its key has already run at
+// (it waited on the store behind a later request, or came from a replica
+// whose clock lags) runs at that later time, so the quota's last request
+// is not refused by the delay. A store on its own clock never sees one.
+func late(t *testing.T, st ratelimit.Store) {
+	l := ratelimit.Limit{Count: 2, Period: time.Second}
+	now := time.Now()
+	for i, at := range []time.Time{now.Add(50 * time.Millisecond), now} {
+		r, err := st.Take(context.Background(), "late", l, at)
+		if err != nil || !r.Allowed || r.Remaining != l.Count-1-i {
+			t.Fatalf("Take #%d of 2 = %+v, %v; want allowed with %d remaining", i+1, r, err, l.Count-1-i)
+		}
+	}
+	if r, err := st.Take(context.Background(), "late", l, now.Add(50*time.Millisecond)); err != nil || r.Allowed {
+		t.Fatalf("Take #3 of 2 = %+v, %v; want refused", r, err)
 	}
 }
 

@@ -29,7 +29,7 @@ func TestRateLimitPostgres(t *testing.T) {
 func TestRateLimitClosedStore(t *testing.T) {
 	s := testdb.Store(t, testdb.SQLite(t))
 	s.Close()
-	if _, _, err := s.TakeRateLimit(context.Background(), "k", 1, 1, 1); err == nil {
+	if _, _, _, err := s.TakeRateLimit(context.Background(), "k", 1, 1, 1); err == nil {
 		t.Fatal("TakeRateLimit on a closed store: no error")
 	}
 }
@@ -46,7 +46,7 @@ func BenchmarkTakeRateLimitPostgres(b *testing.B) {
 		key := fmt.Sprintf("bench-%d", n.Add(1))
 		now := time.Now().UnixMicro()
 		for pb.Next() {
-			if _, _, err := s.TakeRateLimit(context.Background(), key, now, 1, 1<<40); err != nil {
+			if _, _, _, err := s.TakeRateLimit(context.Background(), key, now, 1, 1<<40); err != nil {
 				b.Error(err)
 				return
 			}
