@@ -17,7 +17,7 @@ func newServeCmd() *cobra.Command {
 		Short: "Serve the API (and metrics on the admin listener)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := issuerapp.ValidateServe(cfg); err != nil {
+			if err := issuerapp.ValidateServe(&cfg); err != nil {
 				return err
 			}
 			// The access log stays on without a write per request; Close

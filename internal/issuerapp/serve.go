@@ -27,10 +27,11 @@ import (
 )
 
 // ValidateServe checks cfg as serve needs it before anything is opened:
-// every flag, then what only the Redis client checks in --rate-limit-store
+// every flag (config's checks also fill in what they parse, hence the
+// pointer), then what only the Redis client checks in --rate-limit-store
 // (the database number, its own parameters), which the flags cannot check
 // without linking the client into the verifier, which shares them.
-func ValidateServe(cfg config.Issuer) error {
+func ValidateServe(cfg *config.Issuer) error {
 	if err := cfg.ValidateServe(); err != nil {
 		return err
 	}
