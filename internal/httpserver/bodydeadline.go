@@ -79,6 +79,7 @@ type deadlineBody struct {
 	received int64         // body bytes read so far
 	waited   time.Duration // time spent inside reads of the body
 	eof      bool          // the body was read to its end; the deadline is cleared
+	lifted   bool          // LiftBodyDeadlines ended the bounds; the deadline is cleared
 	timedOut bool          // a read hit the deadline
 	finished bool          // the handler returned; the connection may serve the next request
 }
@@ -119,7 +120,7 @@ func (b *deadlineBody) wait() time.Duration {
 
 func (b *deadlineBody) Read(p []byte) (int, error) {
 	b.mu.Lock()
-	if b.finished || b.eof {
+	if b.finished || b.eof || b.lifted {
 		b.mu.Unlock()
 		return b.ReadCloser.Read(p)
 	}
@@ -144,6 +145,28 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 		err = fmt.Errorf("%w: %w", ErrBodyTimeout, err)
 	}
 	return n, err
+}
+
+// LiftBodyDeadlines ends the bounds on the rest of the body of the request
+// whose context is ctx: its later reads wait as long as the client takes.
+// It is for a handler that knows the rest of the body is no upload but a
+// stream the client may keep quiet for as long as the exchange lasts (a
+// gRPC call's messages after its first), and must be called between reads,
+// from the goroutine reading the body. A body left unread when the handler
+// returns is still drained under the bounds. It does nothing to a request
+// without them.
+func LiftBodyDeadlines(ctx context.Context) {
+	b, ok := ctx.Value(bodyKey{}).(*deadlineBody)
+	if !ok {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.lifted || b.eof || b.finished {
+		return
+	}
+	b.lifted = true
+	_ = b.ctl.SetReadDeadline(time.Time{})
 }
 
 // finish runs when the handler has returned. A body it left unread is

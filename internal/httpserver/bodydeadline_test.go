@@ -289,3 +289,55 @@ func TestBodyTimedOutBehindAReverseProxy(t *testing.T) {
 		t.Errorf("upstream down: BodyTimedOut = true, want false (proxy error %v)", v.err)
 	}
 }
+
+// TestLiftBodyDeadlines: once a handler lifts the bounds, the rest of the
+// body may come after a silence longer than the idle timeout, at any rate;
+// the same silence without the lift ends the body.
+func TestLiftBodyDeadlines(t *testing.T) {
+	const idle = 200 * time.Millisecond
+	for _, tc := range []struct {
+		name string
+		lift bool
+		want int
+	}{
+		{"lifted after the head", true, http.StatusOK},
+		{"bounded throughout", false, http.StatusRequestTimeout},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			errs := make(chan error, 1)
+			addr := serveTest(t, Options{BodyIdleTimeout: idle, BodyMinRate: 1024}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				head := make([]byte, 5)
+				if _, err := io.ReadFull(r.Body, head); err != nil {
+					errs <- err
+					w.WriteHeader(http.StatusBadRequest)
+					return
+				}
+				if tc.lift {
+					LiftBodyDeadlines(r.Context())
+				}
+				readAllHandler(errs).ServeHTTP(w, r)
+			}))
+			pr, pw := io.Pipe()
+			go func() {
+				pw.Write([]byte("head."))
+				time.Sleep(3 * idle) // quiet past the idle timeout and the first window's rate
+				pw.Write([]byte("the rest"))
+				pw.Close()
+			}()
+			defer pw.Close()
+			res, err := http.Post("http://"+addr+"/", "application/octet-stream", pr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			err = <-errs
+			if res.StatusCode != tc.want {
+				t.Fatalf("status = %d (%q, read error %v), want %d", res.StatusCode, got, err, tc.want)
+			}
+			if tc.want == http.StatusOK && (err != nil || !strings.HasPrefix(string(got), fmt.Sprint(len("the rest")))) {
+				t.Errorf("after the lift: read %q, error %v; want the rest of the body", got, err)
+			}
+		})
+	}
+}
