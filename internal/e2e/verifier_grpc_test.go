@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
@@ -46,10 +47,13 @@ func readmeGRPCArgs(t *testing.T, app, jwksURL string) []string {
 	return args[2:]
 }
 
-// TestVerifierGRPC runs the README's gRPC example, the real verifier binary
-// with --upstream-protocol h2c, in front of a grpc-go server, called by a
-// grpc-go client over h2c.
-func TestVerifierGRPC(t *testing.T) {
+// grpcVerifier serves a grpc-go server with the services register adds,
+// runs the README's gRPC example, the real verifier binary with
+// --upstream-protocol h2c and the flags in extra, in front of it, and
+// returns the key set its tokens must come from, the verifier and a grpc-go
+// client connection to it over h2c.
+func grpcVerifier(t *testing.T, register func(*grpc.Server), extra ...string) (*verifytest.KeySet, *verifierProc, *grpc.ClientConn) {
+	t.Helper()
 	ks := verifytest.NewKeySet(t)
 	ks.Issuer, ks.Audience = "http://localhost:8080", "api"
 	keys := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -61,19 +65,43 @@ func TestVerifierGRPC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	app := grpctest.NewHealth()
 	srv := grpc.NewServer()
-	healthpb.RegisterHealthServer(srv, app)
+	register(srv)
 	go srv.Serve(ln)
 	t.Cleanup(srv.Stop)
 
-	v := startVerifier(t, readmeGRPCArgs(t, ln.Addr().String(), keys.URL+"/.well-known/jwks.json")...)
+	v := startVerifier(t, append(readmeGRPCArgs(t, ln.Addr().String(), keys.URL+"/.well-known/jwks.json"), extra...)...)
 	v.waitReady(t)
 	conn, err := grpc.NewClient("passthrough:///"+strings.TrimPrefix(v.base, "http://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
+	return ks, v, conn
+}
+
+// TestVerifierGRPCQuietStream: through the real binary, a bidirectional
+// call whose client is quiet for longer than --read-idle-timeout after its
+// first message goes on, with the identity, to its clean end.
+func TestVerifierGRPCQuietStream(t *testing.T) {
+	const idle = time.Second
+	ks, _, conn := grpcVerifier(t, func(s *grpc.Server) { testpb.RegisterTestServiceServer(s, grpctest.Echo{}) }, "--read-idle-timeout", idle.String())
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+ks.Token(t, "user-1"), "x-auth-user-id", "admin")
+	stream, err := testpb.NewTestServiceClient(conn).FullDuplexCall(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	grpctest.EchoQuietly(t, stream, idle+idle/2)
+}
+
+// TestVerifierGRPC runs the README's gRPC example, the real verifier binary
+// with --upstream-protocol h2c, in front of a grpc-go server, called by a
+// grpc-go client over h2c.
+func TestVerifierGRPC(t *testing.T) {
+	app := grpctest.NewHealth()
+	ks, v, conn := grpcVerifier(t, func(s *grpc.Server) { healthpb.RegisterHealthServer(s, app) })
 	client := healthpb.NewHealthClient(conn)
 	call := func(t *testing.T, token string) context.Context {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

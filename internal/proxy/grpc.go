@@ -1,12 +1,16 @@
 package proxy
 
 import (
+	"context"
+	"encoding/binary"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/palisade-auth/palisade/internal/httpserver"
 	"github.com/palisade-auth/palisade/internal/problem"
 	"github.com/palisade-auth/palisade/pkg/verify"
 )
@@ -77,6 +81,51 @@ func (g *gate) refuse(w http.ResponseWriter, r *http.Request, why refusal) {
 func isGRPC(h http.Header) bool {
 	ct := h.Get("Content-Type")
 	return len(ct) >= len("application/grpc") && strings.EqualFold(ct[:len("application/grpc")], "application/grpc")
+}
+
+// grpcLengthPrefix is the length of the prefix of every gRPC message: a
+// compressed flag and the message's length, big-endian.
+const grpcLengthPrefix = 5
+
+// boundFirstMessage returns r's body with the body deadlines
+// (--read-idle-timeout, --read-min-rate) ending once the first message of
+// the gRPC call has arrived whole, when r is a gRPC call over HTTP/2: a
+// unary call's request is that one message, bounded like any upload, but
+// after it a client- or bidirectional-streaming call's request body is the
+// client's side of a conversation, quiet for as long as the client has
+// nothing to say. Cutting it there would end streams that a direct
+// connection to the app keeps; it ends instead with the call (its
+// deadline, either side), the connection or the server's shutdown. Any
+// other body is returned as it is.
+func boundFirstMessage(r *http.Request) io.ReadCloser {
+	if r.ProtoMajor != 2 || r.Body == nil || r.Body == http.NoBody || !isGRPC(r.Header) {
+		return r.Body
+	}
+	return &firstMessage{ReadCloser: r.Body, ctx: r.Context()}
+}
+
+// firstMessage counts a gRPC request body's bytes until its first message
+// is complete, then lifts the body deadlines from the rest. Its reads come
+// from one goroutine at a time, as a request body's do.
+type firstMessage struct {
+	io.ReadCloser
+	ctx    context.Context
+	prefix [grpcLengthPrefix]byte
+	seen   int64 // bytes read, until the first message was complete
+	done   bool
+}
+
+func (b *firstMessage) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if !b.done && n > 0 {
+		copy(b.prefix[min(b.seen, grpcLengthPrefix):], p[:n])
+		b.seen += int64(n)
+		if b.seen >= grpcLengthPrefix && b.seen >= grpcLengthPrefix+int64(binary.BigEndian.Uint32(b.prefix[1:])) {
+			b.done = true
+			httpserver.LiftBodyDeadlines(b.ctx)
+		}
+	}
+	return n, err
 }
 
 // writeGRPCStatus answers a gRPC call with a trailers-only response: HTTP

@@ -98,9 +98,15 @@ func h2cVerifier(t testing.TB, v *verify.Verifier, upstream *url.URL, transport 
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
 	p := proxy.NewProxy(v, upstream, transport, proxy.Config{Logger: log, Public: proxy.NewPublicPaths([]string{"/public/*"})})
-	srv := httpserver.New("proxy", log, httpserver.RequestID(httpserver.AccessLog(log, httpserver.Recover(log, p))), httpserver.Options{
-		BodyIdleTimeout: 30 * time.Second, BodyMinRate: 1024, Protocols: proxy.ServerProtocols(),
-	})
+	return serveProxy(t, httpserver.RequestID(httpserver.AccessLog(log, httpserver.Recover(log, p))), httpserver.Options{BodyIdleTimeout: 30 * time.Second, BodyMinRate: 1024})
+}
+
+// serveProxy serves h on a loopback port, over HTTP/1.1 and h2c as the
+// binary's proxy listener, until the test ends, and returns its address.
+func serveProxy(t testing.TB, h http.Handler, opts httpserver.Options) string {
+	t.Helper()
+	opts.Protocols = proxy.ServerProtocols()
+	srv := httpserver.New("proxy", slog.New(slog.DiscardHandler), h, opts)
 	if err := srv.Listen("127.0.0.1:0"); err != nil {
 		t.Fatal(err)
 	}

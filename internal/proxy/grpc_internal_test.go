@@ -1,8 +1,11 @@
 package proxy
 
 import (
+	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 )
 
@@ -49,5 +52,44 @@ func TestRefuseStatuses(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestFirstMessageEndsWhereItsPrefixSays: the deadlines are lifted at the
+// read that completes the first message, however the body's reads split
+// it, and never before.
+func TestFirstMessageEndsWhereItsPrefixSays(t *testing.T) {
+	msg := func(flag byte, body string) string {
+		return string([]byte{flag, 0, 0, byte(len(body) >> 8), byte(len(body))}) + body
+	}
+	for _, tc := range []struct {
+		name  string
+		body  string // the whole request body
+		reads []int  // the size of each read, the last one taking the rest
+		first int    // the first message's length, prefix included
+	}{
+		{"empty message, one read", msg(0, ""), []int{5}, 5},
+		{"empty message, byte by byte", msg(0, ""), []int{1, 1, 1, 1, 1}, 5},
+		{"prefix split, then the message", msg(0, "hello"), []int{2, 3, 5}, 10},
+		{"byte by byte", msg(1, "hello"), []int{1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, 10},
+		{"two messages in one read", msg(0, "hello") + msg(0, "again"), []int{20}, 10},
+		{"first ends inside a read", msg(0, "hello") + msg(0, "again"), []int{4, 8, 8}, 10},
+		{"a 300-byte message", msg(0, strings.Repeat("x", 300)), []int{5, 299, 1}, 305},
+		{"a message longer than the body", string([]byte{0, 0x7f, 0xff, 0xff, 0xff}) + "abc", []int{4, 4}, 1 << 40},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := &firstMessage{ReadCloser: io.NopCloser(strings.NewReader(tc.body)), ctx: context.Background()}
+			total := 0
+			for i, size := range tc.reads {
+				n, err := io.ReadFull(b, make([]byte, size))
+				if err != nil || n != size {
+					t.Fatalf("read %d = %d, %v; want %d", i, n, err, size)
+				}
+				total += n
+				if want := total >= tc.first; b.done != want {
+					t.Fatalf("after %d bytes: first message complete = %v, want %v", total, b.done, want)
+				}
+			}
+		})
 	}
 }

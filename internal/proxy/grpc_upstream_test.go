@@ -1,7 +1,6 @@
 package proxy_test
 
 import (
-	"context"
 	"io"
 	"log/slog"
 	"net"
@@ -49,36 +48,41 @@ func TestGRPCStalledRequestIsDeadlineExceeded(t *testing.T) {
 	app, up := grpcApp(t)
 	log := slog.New(slog.DiscardHandler)
 	p := proxy.NewProxy(ks.Verifier(t), up, proxy.NewH2CTransport(), proxy.Config{Logger: log})
-	srv := httpserver.New("proxy", log, p, httpserver.Options{BodyIdleTimeout: 200 * time.Millisecond, Protocols: proxy.ServerProtocols()})
-	if err := srv.Listen("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { srv.Serve(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	addr := serveProxy(t, p, httpserver.Options{BodyIdleTimeout: 200 * time.Millisecond})
 
 	var h2 http.Protocols
 	h2.SetUnencryptedHTTP2(true)
 	c := &http.Client{Transport: &http.Transport{Protocols: &h2}, Timeout: 30 * time.Second}
-	body, stall := io.Pipe()
-	defer stall.Close()
-	go stall.Write([]byte{0, 0, 0}) // part of a message's 5-byte prefix, then nothing
-	req, _ := http.NewRequest(http.MethodPost, "http://"+srv.Addr().String()+"/grpc.health.v1.Health/Check", body)
-	req.Header.Set("Content-Type", "application/grpc")
-	req.Header.Set("Te", "trailers")
-	req.Header.Set("Authorization", "Bearer "+ks.Token(t, "user-1"))
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, _ := io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || n != 0 || resp.Header.Get("Grpc-Status") != "4" || !strings.Contains(resp.Header.Get("Grpc-Message"), "did not arrive in time") {
-		t.Errorf("stalled gRPC call = %d, %d body bytes, grpc-status %q, grpc-message %q; want 200, none, 4 and the verifier's message",
-			resp.StatusCode, n, resp.Header.Get("Grpc-Status"), resp.Header.Get("Grpc-Message"))
-	}
-	if got := app.Calls(); got != 0 {
-		t.Errorf("calls the app completed = %d, want 0", got)
+	for _, tc := range []struct {
+		name string
+		sent []byte // then nothing
+	}{
+		// The body deadlines hold until the first message is whole: a
+		// unary call's request is that message.
+		{"inside the length prefix", []byte{0, 0, 0}},
+		{"inside the first message", []byte{0, 0, 0, 0, 10, 1, 2, 3}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body, stall := io.Pipe()
+			defer stall.Close()
+			go stall.Write(tc.sent)
+			req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/grpc.health.v1.Health/Check", body)
+			req.Header.Set("Content-Type", "application/grpc")
+			req.Header.Set("Te", "trailers")
+			req.Header.Set("Authorization", "Bearer "+ks.Token(t, "user-1"))
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n, _ := io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || n != 0 || resp.Header.Get("Grpc-Status") != "4" || !strings.Contains(resp.Header.Get("Grpc-Message"), "did not arrive in time") {
+				t.Errorf("stalled gRPC call = %d, %d body bytes, grpc-status %q, grpc-message %q; want 200, none, 4 and the verifier's message",
+					resp.StatusCode, n, resp.Header.Get("Grpc-Status"), resp.Header.Get("Grpc-Message"))
+			}
+			if got := app.Calls(); got != 0 {
+				t.Errorf("calls the app completed = %d, want 0", got)
+			}
+		})
 	}
 }
