@@ -85,7 +85,7 @@ func grpcVerifier(t *testing.T, register func(*grpc.Server), extra ...string) (*
 // first message goes on, with the identity, to its clean end.
 func TestVerifierGRPCQuietStream(t *testing.T) {
 	const idle = time.Second
-	ks, _, conn := grpcVerifier(t, func(s *grpc.Server) { testpb.RegisterTestServiceServer(s, grpctest.Echo{}) }, "--read-idle-timeout", idle.String())
+	ks, _, conn := grpcVerifier(t, func(s *grpc.Server) { testpb.RegisterTestServiceServer(s, &grpctest.Echo{}) }, "--read-idle-timeout", idle.String())
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+ks.Token(t, "user-1"), "x-auth-user-id", "admin")

@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,13 +20,20 @@ import (
 // StreamingInputCall answers once the client has closed its side, with
 // the total payload size. Both send the header x-seen-user-id: the
 // x-auth-user-id metadata they received, joined by commas, so a test sees
-// which identity reached the app on a stream.
+// which identity reached the app on a stream. It counts the calls in
+// progress. It is safe for concurrent use; use it by pointer.
 type Echo struct {
 	testpb.UnimplementedTestServiceServer
+	active atomic.Int64
 }
 
+// Active returns how many calls are in progress: started and not returned.
+func (e *Echo) Active() int64 { return e.active.Load() }
+
 // FullDuplexCall echoes each request's payload in one response.
-func (Echo) FullDuplexCall(stream testpb.TestService_FullDuplexCallServer) error {
+func (e *Echo) FullDuplexCall(stream testpb.TestService_FullDuplexCallServer) error {
+	e.active.Add(1)
+	defer e.active.Add(-1)
 	if err := sendSeenUser(stream); err != nil {
 		return err
 	}
@@ -44,7 +52,9 @@ func (Echo) FullDuplexCall(stream testpb.TestService_FullDuplexCallServer) error
 }
 
 // StreamingInputCall sums the payload sizes until the client closes.
-func (Echo) StreamingInputCall(stream testpb.TestService_StreamingInputCallServer) error {
+func (e *Echo) StreamingInputCall(stream testpb.TestService_StreamingInputCallServer) error {
+	e.active.Add(1)
+	defer e.active.Add(-1)
 	if err := sendSeenUser(stream); err != nil {
 		return err
 	}

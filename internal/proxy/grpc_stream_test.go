@@ -1,6 +1,7 @@
 package proxy_test
 
 import (
+	"context"
 	"log/slog"
 	"net"
 	"net/url"
@@ -36,8 +37,9 @@ func TestGRPCQuietStreams(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	echo := &grpctest.Echo{}
 	app := grpc.NewServer()
-	testpb.RegisterTestServiceServer(app, grpctest.Echo{})
+	testpb.RegisterTestServiceServer(app, echo)
 	go app.Serve(ln)
 	t.Cleanup(app.Stop)
 	up := &url.URL{Scheme: "http", Host: ln.Addr().String()}
@@ -76,6 +78,34 @@ func TestGRPCQuietStreams(t *testing.T) {
 		resp, err := stream.CloseAndRecv()
 		if err != nil || resp.GetAggregatedPayloadSize() != int32(len("firstsecondthird")) {
 			t.Fatalf("CloseAndRecv = %d, %v; want %d", resp.GetAggregatedPayloadSize(), err, len("firstsecondthird"))
+		}
+	})
+
+	t.Run("cancelled by the client", func(t *testing.T) {
+		// The client going away mid-stream must end the app's call too,
+		// not leave it waiting on a stream nobody will write again.
+		ctx, cancel := context.WithCancel(withToken(context.Background(), tok))
+		defer cancel()
+		stream, err := client.FullDuplexCall(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := stream.Send(&testpb.StreamingOutputCallRequest{Payload: &testpb.Payload{Body: []byte("hi")}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := stream.Recv(); err != nil {
+			t.Fatal(err)
+		}
+		if got := echo.Active(); got != 1 {
+			t.Fatalf("calls in progress at the app = %d, want 1", got)
+		}
+		cancel()
+		deadline := time.Now().Add(10 * time.Second)
+		for echo.Active() != 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("calls in progress at the app 10 s after the client cancelled = %d, want 0", echo.Active())
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
 	})
 }
