@@ -87,21 +87,22 @@ func isGRPC(h http.Header) bool {
 // compressed flag and the message's length, big-endian.
 const grpcLengthPrefix = 5
 
-// boundFirstMessage returns r's body with the body deadlines
-// (--read-idle-timeout, --read-min-rate) ending once the first message of
-// the gRPC call has arrived whole, when r is a gRPC call over HTTP/2: a
-// unary call's request is that one message, bounded like any upload, but
-// after it a client- or bidirectional-streaming call's request body is the
-// client's side of a conversation, quiet for as long as the client has
-// nothing to say. Cutting it there would end streams that a direct
-// connection to the app keeps; it ends instead with the call (its
-// deadline, either side), the connection or the server's shutdown. Any
-// other body is returned as it is.
-func boundFirstMessage(r *http.Request) io.ReadCloser {
+// boundFirstMessage returns r, or, when r is a gRPC call over HTTP/2, a
+// shallow copy whose body deadlines (--read-idle-timeout, --read-min-rate)
+// end once the call's first message has arrived whole: a unary call's
+// request is that one message, bounded like any upload, but after it a
+// client- or bidirectional-streaming call's request body is the client's
+// side of a conversation, quiet for as long as the client has nothing to
+// say. Cutting it there would end streams that a direct connection to the
+// app keeps; it ends instead with the call (its deadline, either side),
+// the connection or the server's shutdown.
+func boundFirstMessage(r *http.Request) *http.Request {
 	if r.ProtoMajor != 2 || r.Body == nil || r.Body == http.NoBody || !isGRPC(r.Header) {
-		return r.Body
+		return r
 	}
-	return &firstMessage{ReadCloser: r.Body, ctx: r.Context()}
+	r = r.WithContext(r.Context()) // the server's request stays as it came
+	r.Body = &firstMessage{ReadCloser: r.Body, ctx: r.Context()}
+	return r
 }
 
 // firstMessage counts a gRPC request body's bytes until its first message

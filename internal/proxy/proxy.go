@@ -84,7 +84,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if id != nil {
 		r = r.WithContext(verify.NewContext(r.Context(), id))
 	}
-	r.Body = boundFirstMessage(r)
+	r = boundFirstMessage(r)
 	if p.direct != nil && up != upgradeWebSocket && p.direct.takes(r) {
 		if err := p.direct.serve(w, r); err != nil {
 			p.upstreamError(w, r, err)
