@@ -1,7 +1,9 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -92,4 +94,42 @@ func TestFirstMessageEndsWhereItsPrefixSays(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzFirstMessage: whatever the body and however its reads split it, the
+// wrapper passes every byte through unchanged and marks the first message
+// complete exactly when the bytes read reach the length its prefix gives.
+func FuzzFirstMessage(f *testing.F) {
+	f.Add([]byte{0, 0, 0, 0, 2, 'h', 'i', 0, 0, 0, 0, 0}, []byte{1, 3, 2, 9})
+	f.Add([]byte{1, 0xff, 0xff, 0xff, 0xff, 'x'}, []byte{6})
+	f.Add([]byte{0, 0}, []byte{})
+	f.Fuzz(func(t *testing.T, body, splits []byte) {
+		b := &firstMessage{ReadCloser: io.NopCloser(bytes.NewReader(body)), ctx: context.Background()}
+		first := int64(-1) // the first message's length, when the body holds its prefix
+		if len(body) >= grpcLengthPrefix {
+			first = grpcLengthPrefix + int64(binary.BigEndian.Uint32(body[1:grpcLengthPrefix]))
+		}
+		var got []byte
+		for i := 0; ; i++ {
+			size := len(body) + 1
+			if i < len(splits) {
+				size = int(splits[i]) + 1
+			}
+			p := make([]byte, size)
+			n, err := b.Read(p)
+			got = append(got, p[:n]...)
+			if want := first >= 0 && int64(len(got)) >= first; b.done != want {
+				t.Fatalf("after %d of %d bytes: first message complete = %v, want %v", len(got), len(body), b.done, want)
+			}
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !bytes.Equal(got, body) {
+			t.Fatalf("read %x through the wrapper, want %x", got, body)
+		}
+	})
 }
