@@ -84,16 +84,16 @@ func grpcVerifier(t *testing.T, register func(*grpc.Server), extra ...string) (*
 // call whose client is quiet for longer than --read-idle-timeout after its
 // first message goes on, with the identity, to its clean end.
 func TestVerifierGRPCQuietStream(t *testing.T) {
-	const idle = time.Second
-	ks, _, conn := grpcVerifier(t, func(s *grpc.Server) { testpb.RegisterTestServiceServer(s, &grpctest.Echo{}) }, "--read-idle-timeout", idle.String())
+	ks, v, conn := grpcVerifier(t, func(s *grpc.Server) { testpb.RegisterTestServiceServer(s, &grpctest.Echo{}) }, "--read-idle-timeout", "1s")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+ks.Token(t, "user-1"), "x-auth-user-id", "admin")
+	tok := ks.Token(t, "user-1")
+	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+tok, "x-auth-user-id", "admin")
 	stream, err := testpb.NewTestServiceClient(conn).FullDuplexCall(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	grpctest.EchoQuietly(t, stream, idle+idle/2)
+	grpctest.EchoQuietly(t, stream, func() { grpctest.OutwaitBodyTimeout(t, strings.TrimPrefix(v.base, "http://"), tok) })
 }
 
 // TestVerifierGRPC runs the README's gRPC example, the real verifier binary

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -79,22 +80,23 @@ func sendSeenUser(stream interface {
 	return stream.SendHeader(metadata.Pairs("x-seen-user-id", strings.Join(md.Get("x-auth-user-id"), ",")))
 }
 
-// EchoQuietly sends three messages on a FullDuplexCall to grpctest.Echo,
-// quiet for pause before each but the first, and checks each echo, the
-// identity that reached the app (user-1) and the call's clean end.
-func EchoQuietly(t testing.TB, stream testpb.TestService_FullDuplexCallClient, pause time.Duration) {
+// EchoQuietly sends three messages on a FullDuplexCall to Echo, calling
+// quiet before each but the first (it returns once the client has been
+// quiet long enough), and checks each echo, the identity that reached the
+// app (user-1) and the call's clean end.
+func EchoQuietly(t testing.TB, stream testpb.TestService_FullDuplexCallClient, quiet func()) {
 	t.Helper()
 	for i, body := range [][]byte{[]byte("first"), []byte("second"), bytes.Repeat([]byte("x"), 64<<10)} {
 		if i > 0 {
-			time.Sleep(pause)
+			quiet()
 		}
 		if err := stream.Send(&testpb.StreamingOutputCallRequest{Payload: &testpb.Payload{Body: body}}); err != nil {
 			_, err = stream.Recv() // the call's status
-			t.Fatalf("Send %d after a quiet %s: the call ended with %v, want it open", i, pause, err)
+			t.Fatalf("Send %d after a quiet spell: the call ended with %v, want it open", i, err)
 		}
 		got, err := stream.Recv()
 		if err != nil {
-			t.Fatalf("Recv %d after a quiet %s = %v, want the echo", i, pause, err)
+			t.Fatalf("Recv %d after a quiet spell = %v, want the echo", i, err)
 		}
 		if !bytes.Equal(got.GetPayload().GetBody(), body) {
 			t.Fatalf("echo %d = %d bytes, want the %d sent", i, len(got.GetPayload().GetBody()), len(body))
@@ -103,10 +105,8 @@ func EchoQuietly(t testing.TB, stream testpb.TestService_FullDuplexCallClient, p
 	if err := stream.CloseSend(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := stream.Recv(); err == nil {
-		t.Fatal("Recv after CloseSend = a message, want the end of the call")
-	} else if err != io.EOF {
-		t.Fatalf("Recv after CloseSend = %v, want EOF (status OK)", err)
+	if _, err := stream.Recv(); err != io.EOF {
+		t.Fatalf("Recv after CloseSend = %v, want EOF (the call's end, status OK)", err)
 	}
 	md, err := stream.Header()
 	if err != nil {
@@ -114,5 +114,39 @@ func EchoQuietly(t testing.TB, stream testpb.TestService_FullDuplexCallClient, p
 	}
 	if got := md.Get("x-seen-user-id"); len(got) != 1 || got[0] != "user-1" {
 		t.Errorf("identity reaching the app = %q, want [user-1] (the client's own x-auth-user-id dropped)", got)
+	}
+}
+
+// OutwaitBodyTimeout returns once a request body that is quiet from its
+// call on has been quiet for longer than the body idle timeout of the
+// verifier at addr (h2c), as the verifier's clock measures it: twice in a
+// row, it makes a unary call to Echo with token whose message stalls
+// inside its prefix, which the app waits for, and waits for the
+// verifier's DEADLINE_EXCEEDED. Twice, because a body that received bytes
+// has earned time beyond the idle timeout at --read-min-rate.
+func OutwaitBodyTimeout(t testing.TB, addr, token string) {
+	t.Helper()
+	var h2 http.Protocols
+	h2.SetUnencryptedHTTP2(true)
+	c := &http.Client{Transport: &http.Transport{Protocols: &h2}, Timeout: time.Minute}
+	defer c.CloseIdleConnections()
+	for range 2 {
+		body, stall := io.Pipe()
+		go stall.Write([]byte{0, 0, 0}) // part of the 5-byte prefix, then nothing
+		req, _ := http.NewRequest(http.MethodPost, "http://"+addr+testpb.TestService_UnaryCall_FullMethodName, body)
+		req.Header.Set("Content-Type", "application/grpc")
+		req.Header.Set("Te", "trailers")
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := c.Do(req)
+		if err != nil {
+			stall.Close()
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		stall.Close()
+		if got := resp.Header.Get("Grpc-Status"); got != "4" {
+			t.Fatalf("a stalled call = %d with grpc-status %q, want 4 DEADLINE_EXCEEDED from the verifier's body timeout", resp.StatusCode, got)
+		}
 	}
 }

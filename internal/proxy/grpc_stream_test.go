@@ -18,14 +18,6 @@ import (
 	"github.com/palisade-auth/palisade/pkg/verify/verifytest"
 )
 
-// quietIdle is the body idle timeout of TestGRPCQuietStreams; its client
-// stays quiet for quietPause, well past it, and more than the first idle
-// window that --read-min-rate grants.
-const (
-	quietIdle  = 300 * time.Millisecond
-	quietPause = 3 * quietIdle
-)
-
 // TestGRPCQuietStreams: the body deadlines bound a gRPC call until its
 // first message has arrived; after it, a client-streaming or bidirectional
 // call's client may stay quiet for longer than --read-idle-timeout, below
@@ -44,7 +36,7 @@ func TestGRPCQuietStreams(t *testing.T) {
 	t.Cleanup(app.Stop)
 	up := &url.URL{Scheme: "http", Host: ln.Addr().String()}
 	p := proxy.NewProxy(ks.Verifier(t), up, proxy.NewH2CTransport(), proxy.Config{Logger: slog.New(slog.DiscardHandler)})
-	addr := serveProxy(t, p, httpserver.Options{BodyIdleTimeout: quietIdle, BodyMinRate: 1024})
+	addr := serveProxy(t, p, httpserver.Options{BodyIdleTimeout: 300 * time.Millisecond, BodyMinRate: 1024})
 	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -52,13 +44,14 @@ func TestGRPCQuietStreams(t *testing.T) {
 	t.Cleanup(func() { conn.Close() })
 	client := testpb.NewTestServiceClient(conn)
 	tok := ks.Token(t, "user-1")
+	quiet := func() { grpctest.OutwaitBodyTimeout(t, addr, tok) }
 
 	t.Run("bidirectional", func(t *testing.T) {
 		stream, err := client.FullDuplexCall(withToken(callCtx(t), tok, "x-auth-user-id", "admin"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		grpctest.EchoQuietly(t, stream, quietPause)
+		grpctest.EchoQuietly(t, stream, quiet)
 	})
 
 	t.Run("client streaming", func(t *testing.T) {
@@ -68,11 +61,11 @@ func TestGRPCQuietStreams(t *testing.T) {
 		}
 		for i, body := range []string{"first", "second", "third"} {
 			if i > 0 {
-				time.Sleep(quietPause)
+				quiet()
 			}
 			if err := stream.Send(&testpb.StreamingInputCallRequest{Payload: &testpb.Payload{Body: []byte(body)}}); err != nil {
 				_, err = stream.CloseAndRecv() // the call's status
-				t.Fatalf("Send %d after a quiet %s: the call ended with %v, want it open", i, quietPause, err)
+				t.Fatalf("Send %d after a quiet spell: the call ended with %v, want it open", i, err)
 			}
 		}
 		resp, err := stream.CloseAndRecv()
