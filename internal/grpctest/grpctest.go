@@ -1,5 +1,7 @@
-// Package grpctest is for tests only: a real gRPC service whose calls a
-// test can count and inspect. It is the one place outside test files that
+// Package grpctest is for tests only: real gRPC services whose calls a
+// test can count and inspect (Health; Echo, with client-streaming and
+// bidirectional calls) and the checks the tests run through the verifier
+// with them. It is the one place outside test files that
 // imports grpc-go, and only tests import it, so neither binary links it
 // (TestBinariesDoNotLinkGRPC).
 package grpctest
