@@ -96,6 +96,39 @@ func TestVerifierGRPCQuietStream(t *testing.T) {
 	grpctest.EchoQuietly(t, stream, func() { grpctest.OutwaitBodyTimeout(t, strings.TrimPrefix(v.base, "http://"), tok) })
 }
 
+// TestVerifierGRPCPublicHealth: with the health service's methods public,
+// as a kubelet gRPC probe through the verifier needs, a Check without a
+// token reaches the app, with no identity but what the client claimed
+// removed; any other method of the same server still needs a token.
+func TestVerifierGRPCPublicHealth(t *testing.T) {
+	app := grpctest.NewHealth()
+	_, _, conn := grpcVerifier(t, func(s *grpc.Server) {
+		healthpb.RegisterHealthServer(s, app)
+		testpb.RegisterTestServiceServer(s, &grpctest.Echo{})
+	}, "--public-path", "/grpc.health.v1.Health/*")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := healthpb.NewHealthClient(conn).Check(metadata.AppendToOutgoingContext(ctx, "x-auth-user-id", "admin"), &healthpb.HealthCheckRequest{})
+	if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("Check without a token = %v, %v; want SERVING from the app", resp.GetStatus(), err)
+	}
+	if got := app.Calls(); got != 1 {
+		t.Errorf("calls reaching the app = %d, want 1", got)
+	}
+	for k, v := range app.LastMetadata() {
+		if strings.HasPrefix(k, "x-auth-") {
+			t.Errorf("app metadata %s = %q on a public call, want no x-auth-* at all", k, v)
+		}
+	}
+	stream, err := testpb.NewTestServiceClient(conn).FullDuplexCall(ctx)
+	if err == nil {
+		_, err = stream.Recv()
+	}
+	if status.Code(err) != codes.Unauthenticated {
+		t.Errorf("FullDuplexCall without a token = %v, want Unauthenticated", err)
+	}
+}
+
 // TestVerifierGRPC runs the README's gRPC example, the real verifier binary
 // with --upstream-protocol h2c, in front of a grpc-go server, called by a
 // grpc-go client over h2c.
