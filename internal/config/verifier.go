@@ -80,7 +80,7 @@ func (c *Verifier) ServeFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&c.TrustedProxies, "trusted-proxies", nil, "CIDRs whose forwarding headers are believed (X-Forwarded-For; in forward-auth mode also the original method and URI of --forward-auth-headers nginx, traefik or caddy)")
 	fs.StringVar(&c.ForwardHeaders, "forward-auth-headers", "", "forward-auth mode: the proxy whose headers carry the original method and URI: nginx (X-Original-Method, X-Original-URI), traefik or caddy (X-Forwarded-Method, X-Forwarded-Uri), both only from --trusted-proxies; envoy (the request's own method and path)")
 	fs.DurationVar(&c.ReadHeaderTimeout, "read-header-timeout", 10*time.Second, "time a client has to send a request's headers")
-	fs.DurationVar(&c.ReadIdleTimeout, "read-idle-timeout", 30*time.Second, "longest a request body may make no progress; a stalled body ends the request and the connection is closed (a long upload that keeps sending is never cut off; a gRPC call over HTTP/2 is bounded only until its first message)")
+	fs.DurationVar(&c.ReadIdleTimeout, "read-idle-timeout", 30*time.Second, "longest a request body may make no progress; a stalled body ends the request and the connection is closed (a long upload that keeps sending is never cut off; a gRPC call over HTTP/2 to an h2c upstream is bounded only until its first message)")
 	fs.Int64Var(&c.ReadMinRate, "read-min-rate", 1024, "least average rate, in bytes per second, of a request body once its first --read-idle-timeout of waiting is spent; a slower body ends the request with 408 and the connection is closed (0 = no minimum)")
 	fs.IntVar(&c.CacheSize, "cache-size", 10000, "verified tokens remembered until they expire (0 = off); skips repeated RSA work")
 }

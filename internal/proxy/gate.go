@@ -23,6 +23,9 @@ type Config struct {
 	// Cookies, when set, also accepts the access token from a browser's
 	// cookie, under the CSRF rule for unsafe methods.
 	Cookies *verify.CookieAuth
+	// UpstreamProtocol is how the proxy speaks to the app: UpstreamHTTP1
+	// (the zero value "" too) or UpstreamH2C. Forward-auth has no app.
+	UpstreamProtocol string
 	// ForwardHeaders is the proxy whose headers forward-auth believes
 	// for the original method and URI; the zero value believes the
 	// request itself, as Envoy sends it.

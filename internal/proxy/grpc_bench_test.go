@@ -47,7 +47,7 @@ func BenchmarkGRPCUnary(b *testing.B) {
 	// io.Discard, so its formatting cost is counted), with its default
 	// body deadlines.
 	log := httpserver.NewLogger(io.Discard, slog.LevelInfo)
-	p := proxy.NewProxy(v, up, proxy.NewH2CTransport(), proxy.Config{Logger: log})
+	p := proxy.NewProxy(v, up, nil, proxy.Config{Logger: log, UpstreamProtocol: proxy.UpstreamH2C})
 	srv := httpserver.New("proxy", log, httpserver.RequestID(httpserver.AccessLog(log, httpserver.Recover(log, p))), httpserver.Options{
 		BodyIdleTimeout: 30 * time.Second, BodyMinRate: 1024, Protocols: proxy.ServerProtocols(),
 	})

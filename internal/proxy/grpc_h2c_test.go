@@ -28,7 +28,7 @@ func TestH2CClientToHTTP1Upstream(t *testing.T) {
 		w.Write([]byte("ok"))
 	})
 	u, _ := url.Parse(app.srv.URL)
-	addr := h2cVerifier(t, ks.Verifier(t), u, nil)
+	addr := h2cVerifier(t, ks.Verifier(t), u, proxy.UpstreamHTTP1)
 	var h2 http.Protocols
 	h2.SetUnencryptedHTTP2(true)
 	c := &http.Client{Transport: &http.Transport{Protocols: &h2}}
@@ -54,7 +54,7 @@ func TestH2CUpgradeStillRefused(t *testing.T) {
 	ks := verifytest.NewKeySet(t)
 	app := newUpstream(t)
 	u, _ := url.Parse(app.srv.URL)
-	addr := h2cVerifier(t, ks.Verifier(t), u, nil)
+	addr := h2cVerifier(t, ks.Verifier(t), u, proxy.UpstreamHTTP1)
 	for _, tc := range []struct {
 		name, path, auth string
 		want             int
@@ -92,12 +92,13 @@ func TestH2CUpgradeStillRefused(t *testing.T) {
 	}
 }
 
-// h2cVerifier serves the proxy to upstream as the binary does: the
+// h2cVerifier serves the proxy to upstream, which speaks protocol
+// (proxy.UpstreamHTTP1 or proxy.UpstreamH2C), as the binary does: the
 // middleware chain, the body deadlines and HTTP/1.1 plus h2c on one port.
-func h2cVerifier(t testing.TB, v *verify.Verifier, upstream *url.URL, transport http.RoundTripper) string {
+func h2cVerifier(t testing.TB, v *verify.Verifier, upstream *url.URL, protocol string) string {
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
-	p := proxy.NewProxy(v, upstream, transport, proxy.Config{Logger: log, Public: proxy.NewPublicPaths([]string{"/public/*"})})
+	p := proxy.NewProxy(v, upstream, nil, proxy.Config{Logger: log, Public: proxy.NewPublicPaths([]string{"/public/*"}), UpstreamProtocol: protocol})
 	return serveProxy(t, httpserver.RequestID(httpserver.AccessLog(log, httpserver.Recover(log, p))), httpserver.Options{BodyIdleTimeout: 30 * time.Second, BodyMinRate: 1024})
 }
 

@@ -35,7 +35,7 @@ func TestGRPCQuietStreams(t *testing.T) {
 	go app.Serve(ln)
 	t.Cleanup(app.Stop)
 	up := &url.URL{Scheme: "http", Host: ln.Addr().String()}
-	p := proxy.NewProxy(ks.Verifier(t), up, proxy.NewH2CTransport(), proxy.Config{Logger: slog.New(slog.DiscardHandler)})
+	p := proxy.NewProxy(ks.Verifier(t), up, nil, proxy.Config{Logger: slog.New(slog.DiscardHandler), UpstreamProtocol: proxy.UpstreamH2C})
 	addr := serveProxy(t, p, httpserver.Options{BodyIdleTimeout: 300 * time.Millisecond, BodyMinRate: 1024})
 	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

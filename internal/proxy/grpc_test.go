@@ -67,7 +67,7 @@ func callCtx(t *testing.T) context.Context {
 func TestGRPCThroughProxy(t *testing.T) {
 	ks := verifytest.NewKeySet(t)
 	app, up := grpcApp(t)
-	addr := h2cVerifier(t, ks.Verifier(t), up, proxy.NewH2CTransport())
+	addr := h2cVerifier(t, ks.Verifier(t), up, proxy.UpstreamH2C)
 	client := grpcClient(t, addr)
 	tok := ks.Mint(t, verifytest.Claims{Subject: "user-1", Role: "admin", TenantID: "tenant-1", SessionID: "session-1", TokenID: "token-1"})
 
@@ -178,7 +178,7 @@ func TestGRPCThroughProxy(t *testing.T) {
 func TestGRPCRefusalShape(t *testing.T) {
 	ks := verifytest.NewKeySet(t)
 	_, up := grpcApp(t)
-	addr := h2cVerifier(t, ks.Verifier(t), up, proxy.NewH2CTransport())
+	addr := h2cVerifier(t, ks.Verifier(t), up, proxy.UpstreamH2C)
 	var h2 http.Protocols
 	h2.SetUnencryptedHTTP2(true)
 	clients := map[string]*http.Client{

@@ -29,7 +29,7 @@ func TestGRPCUpstreamDown(t *testing.T) {
 	}
 	down := &url.URL{Scheme: "http", Host: ln.Addr().String()}
 	ln.Close()
-	client := grpcClient(t, h2cVerifier(t, ks.Verifier(t), down, proxy.NewH2CTransport()))
+	client := grpcClient(t, h2cVerifier(t, ks.Verifier(t), down, proxy.UpstreamH2C))
 	_, err = client.Check(withToken(callCtx(t), ks.Token(t, "user-1")), &healthpb.HealthCheckRequest{})
 	if got := status.Code(err); got != codes.Unavailable {
 		t.Errorf("Check with the app down = %v, want Unavailable", err)
@@ -47,7 +47,7 @@ func TestGRPCStalledRequestIsDeadlineExceeded(t *testing.T) {
 	ks := verifytest.NewKeySet(t)
 	app, up := grpcApp(t)
 	log := slog.New(slog.DiscardHandler)
-	p := proxy.NewProxy(ks.Verifier(t), up, proxy.NewH2CTransport(), proxy.Config{Logger: log})
+	p := proxy.NewProxy(ks.Verifier(t), up, nil, proxy.Config{Logger: log, UpstreamProtocol: proxy.UpstreamH2C})
 	addr := serveProxy(t, p, httpserver.Options{BodyIdleTimeout: 200 * time.Millisecond})
 
 	var h2 http.Protocols
@@ -84,5 +84,42 @@ func TestGRPCStalledRequestIsDeadlineExceeded(t *testing.T) {
 				t.Errorf("calls the app completed = %d, want 0", got)
 			}
 		})
+	}
+}
+
+// TestGRPCBodyToHTTP1UpstreamStaysBounded: only an h2c upstream can carry
+// a gRPC stream, so only there does a call's first message end the body
+// deadlines. In front of an HTTP/1.1 app, a body that calls itself gRPC is
+// an upload like any other: stalling after a complete first message still
+// ends it, with DEADLINE_EXCEEDED, instead of holding the app's
+// connection for as long as the client likes.
+func TestGRPCBodyToHTTP1UpstreamStaysBounded(t *testing.T) {
+	ks := verifytest.NewKeySet(t)
+	app := newUpstream(t)
+	app.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Grpc-Status", "0")
+	})
+	u, _ := url.Parse(app.srv.URL)
+	p := proxy.NewProxy(ks.Verifier(t), u, nil, proxy.Config{Logger: slog.New(slog.DiscardHandler), UpstreamProtocol: proxy.UpstreamHTTP1})
+	addr := serveProxy(t, p, httpserver.Options{BodyIdleTimeout: 200 * time.Millisecond, BodyMinRate: 1024})
+
+	var h2 http.Protocols
+	h2.SetUnencryptedHTTP2(true)
+	c := &http.Client{Transport: &http.Transport{Protocols: &h2}, Timeout: 10 * time.Second}
+	body, stall := io.Pipe()
+	defer stall.Close()
+	go stall.Write([]byte{0, 0, 0, 0, 0}) // a whole, empty first message, then nothing
+	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/grpc.health.v1.Health/Check", body)
+	req.Header.Set("Content-Type", "application/grpc")
+	req.Header.Set("Authorization", "Bearer "+ks.Token(t, "user-1"))
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("a stalled body to an HTTP/1.1 app: %v, want the verifier's answer long before 10 s", err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if got := resp.Header.Get("Grpc-Status"); resp.StatusCode != http.StatusOK || got != "4" {
+		t.Errorf("a stalled body to an HTTP/1.1 app = %d with grpc-status %q, want 200 and 4 DEADLINE_EXCEEDED", resp.StatusCode, got)
 	}
 }

@@ -21,6 +21,7 @@ type Proxy struct {
 	rp            *httputil.ReverseProxy
 	direct        *direct  // nil: every request goes through rp
 	hiddenCookies []string // never forwarded to the app
+	h2c           bool     // the app speaks HTTP/2: gRPC streams reach it
 }
 
 // NewTransport is the HTTP/1.1 transport to the upstream, the app beside
@@ -44,13 +45,19 @@ func NewTransport() *http.Transport {
 	}
 }
 
-// NewProxy returns the proxy to upstream. transport nil means NewTransport().
+// NewProxy returns the proxy to upstream, which speaks
+// cfg.UpstreamProtocol. transport nil means the protocol's own:
+// NewTransport() or NewH2CTransport().
 func NewProxy(v *verify.Verifier, upstream *url.URL, transport http.RoundTripper, cfg Config) *Proxy {
+	h2c := cfg.UpstreamProtocol == UpstreamH2C
 	defaultTransport := transport == nil
-	if defaultTransport {
+	switch {
+	case defaultTransport && h2c:
+		transport = NewH2CTransport()
+	case defaultTransport:
 		transport = NewTransport()
 	}
-	p := &Proxy{gate: gate{v: v, cfg: cfg}, hiddenCookies: hiddenCookies(cfg)}
+	p := &Proxy{gate: gate{v: v, cfg: cfg}, hiddenCookies: hiddenCookies(cfg), h2c: h2c}
 	buffers := newBufferPool()
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:      p.rewrite(upstream),
@@ -59,7 +66,7 @@ func NewProxy(v *verify.Verifier, upstream *url.URL, transport http.RoundTripper
 		ErrorLog:     slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
 		BufferPool:   buffers,
 	}
-	if defaultTransport && directUpstream(upstream) {
+	if defaultTransport && !h2c && directUpstream(upstream) {
 		p.direct = newDirect(upstream, p.rewrite(upstream), buffers)
 	}
 	return p
@@ -84,7 +91,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if id != nil {
 		r = r.WithContext(verify.NewContext(r.Context(), id))
 	}
-	r = boundFirstMessage(r)
+	if p.h2c {
+		r = boundFirstMessage(r)
+	}
 	if p.direct != nil && up != upgradeWebSocket && p.direct.takes(r) {
 		if err := p.direct.serve(w, r); err != nil {
 			p.upstreamError(w, r, err)

@@ -237,11 +237,8 @@ func handler(cfg config.Verifier, v *verify.Verifier, metrics *proxy.Metrics, lo
 	if err != nil {
 		return nil, err
 	}
-	var transport http.RoundTripper // nil: proxy.NewTransport, HTTP/1.1
-	if cfg.UpstreamProtocol == proxy.UpstreamH2C {
-		transport = proxy.NewH2CTransport()
-	}
-	return proxy.NewProxy(v, upstream, transport, pcfg), nil
+	pcfg.UpstreamProtocol = cfg.UpstreamProtocol
+	return proxy.NewProxy(v, upstream, nil, pcfg), nil
 }
 
 func adminMux(reg *prometheus.Registry, srcs Sources) *http.ServeMux {
