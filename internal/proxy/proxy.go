@@ -21,7 +21,6 @@ type Proxy struct {
 	rp            *httputil.ReverseProxy
 	direct        *direct  // nil: every request goes through rp
 	hiddenCookies []string // never forwarded to the app
-	h2c           bool     // the app speaks HTTP/2: gRPC streams reach it
 }
 
 // NewTransport is the HTTP/1.1 transport to the upstream, the app beside
@@ -57,7 +56,7 @@ func NewProxy(v *verify.Verifier, upstream *url.URL, transport http.RoundTripper
 	case defaultTransport:
 		transport = NewTransport()
 	}
-	p := &Proxy{gate: gate{v: v, cfg: cfg}, hiddenCookies: hiddenCookies(cfg), h2c: h2c}
+	p := &Proxy{gate: gate{v: v, cfg: cfg}, hiddenCookies: hiddenCookies(cfg)}
 	buffers := newBufferPool()
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:      p.rewrite(upstream),
@@ -91,7 +90,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if id != nil {
 		r = r.WithContext(verify.NewContext(r.Context(), id))
 	}
-	if p.h2c {
+	if p.cfg.UpstreamProtocol == UpstreamH2C { // only HTTP/2 carries a gRPC stream to the app
 		r = boundFirstMessage(r)
 	}
 	if p.direct != nil && up != upgradeWebSocket && p.direct.takes(r) {
