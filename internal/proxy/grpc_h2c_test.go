@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"sync"
 	"testing"
 	"time"
 
@@ -106,14 +107,29 @@ func h2cVerifier(t testing.TB, v *verify.Verifier, upstream *url.URL, protocol s
 // binary's proxy listener, until the test ends, and returns its address.
 func serveProxy(t testing.TB, h http.Handler, opts httpserver.Options) string {
 	t.Helper()
+	addr, _ := startProxy(t, h, opts)
+	return addr
+}
+
+// startProxy is serveProxy that also returns shutdown, which begins the
+// server's graceful shutdown and returns what Serve returned once it has
+// ended. The test's end shuts it down if shutdown was not called.
+func startProxy(t testing.TB, h http.Handler, opts httpserver.Options) (addr string, shutdown func() error) {
+	t.Helper()
 	opts.Protocols = proxy.ServerProtocols()
 	srv := httpserver.New("proxy", slog.New(slog.DiscardHandler), h, opts)
 	if err := srv.Listen("127.0.0.1:0"); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { srv.Serve(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return srv.Addr().String()
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx) }()
+	var once sync.Once
+	var err error
+	shutdown = func() error {
+		once.Do(func() { cancel(); err = <-served })
+		return err
+	}
+	t.Cleanup(func() { shutdown() })
+	return srv.Addr().String(), shutdown
 }

@@ -9,8 +9,11 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/status"
 
 	"github.com/palisade-auth/palisade/internal/grpctest"
 	"github.com/palisade-auth/palisade/internal/httpserver"
@@ -101,4 +104,61 @@ func TestGRPCQuietStreams(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	})
+}
+
+// TestGRPCStreamsDrainOnShutdown: when the verifier shuts down (SIGTERM),
+// a stream in progress goes on through the shutdown grace, the client is
+// told (GOAWAY) to start new calls elsewhere, and once the grace is over
+// the stream ends with UNAVAILABLE, which gRPC clients retry, instead of
+// hanging.
+func TestGRPCStreamsDrainOnShutdown(t *testing.T) {
+	ks := verifytest.NewKeySet(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := grpc.NewServer()
+	testpb.RegisterTestServiceServer(app, &grpctest.Echo{})
+	go app.Serve(ln)
+	t.Cleanup(app.Stop)
+	up := &url.URL{Scheme: "http", Host: ln.Addr().String()}
+	p := proxy.NewProxy(ks.Verifier(t), up, nil, proxy.Config{Logger: slog.New(slog.DiscardHandler), UpstreamProtocol: proxy.UpstreamH2C})
+	addr, shutdown := startProxy(t, p, httpserver.Options{ShutdownTimeout: time.Second})
+	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	stream, err := testpb.NewTestServiceClient(conn).FullDuplexCall(withToken(callCtx(t), ks.Token(t, "user-1")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	echo := func() error {
+		if err := stream.Send(&testpb.StreamingOutputCallRequest{Payload: &testpb.Payload{Body: []byte("hi")}}); err != nil {
+			_, err = stream.Recv() // the call's status
+			return err
+		}
+		_, err := stream.Recv()
+		return err
+	}
+	if err := echo(); err != nil {
+		t.Fatal(err)
+	}
+
+	served := make(chan error, 1)
+	go func() { served <- shutdown() }()
+	// The client leaves the ready state when the GOAWAY arrives.
+	ctx := callCtx(t)
+	if !conn.WaitForStateChange(ctx, connectivity.Ready) {
+		t.Fatal("the client's connection stayed ready 10 s into the shutdown, want a GOAWAY")
+	}
+	if err := echo(); err != nil {
+		t.Fatalf("the stream during the shutdown grace: %v, want it open", err)
+	}
+	if err := <-served; err == nil {
+		t.Error("Serve returned nil, want the error of a shutdown that outlasted its grace")
+	}
+	if err := echo(); status.Code(err) != codes.Unavailable {
+		t.Errorf("the stream after the shutdown grace: %v, want Unavailable", err)
+	}
 }
