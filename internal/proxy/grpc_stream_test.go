@@ -21,6 +21,22 @@ import (
 	"github.com/palisade-auth/palisade/pkg/verify/verifytest"
 )
 
+// echoApp is grpctest.Echo served on loopback over h2c, as gRPC servers
+// without TLS speak.
+func echoApp(t testing.TB) (*grpctest.Echo, *url.URL) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	echo := &grpctest.Echo{}
+	srv := grpc.NewServer()
+	testpb.RegisterTestServiceServer(srv, echo)
+	go srv.Serve(ln)
+	t.Cleanup(srv.Stop)
+	return echo, &url.URL{Scheme: "http", Host: ln.Addr().String()}
+}
+
 // TestGRPCQuietStreams: the body deadlines bound a gRPC call until its
 // first message has arrived; after it, a client-streaming or bidirectional
 // call's client may stay quiet for longer than --read-idle-timeout, below
@@ -28,16 +44,7 @@ import (
 // connection to the app.
 func TestGRPCQuietStreams(t *testing.T) {
 	ks := verifytest.NewKeySet(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	echo := &grpctest.Echo{}
-	app := grpc.NewServer()
-	testpb.RegisterTestServiceServer(app, echo)
-	go app.Serve(ln)
-	t.Cleanup(app.Stop)
-	up := &url.URL{Scheme: "http", Host: ln.Addr().String()}
+	echo, up := echoApp(t)
 	p := proxy.NewProxy(ks.Verifier(t), up, nil, proxy.Config{Logger: slog.New(slog.DiscardHandler), UpstreamProtocol: proxy.UpstreamH2C})
 	addr := serveProxy(t, p, httpserver.Options{BodyIdleTimeout: 300 * time.Millisecond, BodyMinRate: 1024})
 	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -113,15 +120,7 @@ func TestGRPCQuietStreams(t *testing.T) {
 // hanging.
 func TestGRPCStreamsDrainOnShutdown(t *testing.T) {
 	ks := verifytest.NewKeySet(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	app := grpc.NewServer()
-	testpb.RegisterTestServiceServer(app, &grpctest.Echo{})
-	go app.Serve(ln)
-	t.Cleanup(app.Stop)
-	up := &url.URL{Scheme: "http", Host: ln.Addr().String()}
+	_, up := echoApp(t)
 	p := proxy.NewProxy(ks.Verifier(t), up, nil, proxy.Config{Logger: slog.New(slog.DiscardHandler), UpstreamProtocol: proxy.UpstreamH2C})
 	addr, shutdown := startProxy(t, p, httpserver.Options{ShutdownTimeout: time.Second})
 	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
