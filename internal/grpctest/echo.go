@@ -120,10 +120,11 @@ func EchoQuietly(t testing.TB, stream testpb.TestService_FullDuplexCallClient, q
 // OutwaitBodyTimeout returns once a request body that is quiet from its
 // call on has been quiet for longer than the body idle timeout of the
 // verifier at addr (h2c), as the verifier's clock measures it: twice in a
-// row, it makes a unary call to Echo with token whose message stalls
-// inside its prefix, which the app waits for, and waits for the
-// verifier's DEADLINE_EXCEEDED. Twice, because a body that received bytes
-// has earned time beyond the idle timeout at --read-min-rate.
+// row, it makes a unary call to Echo with token (none if empty, for a
+// public path) whose message stalls inside its prefix, which the app
+// waits for, and waits for the verifier's DEADLINE_EXCEEDED. Twice,
+// because a body that received bytes has earned time beyond the idle
+// timeout at --read-min-rate.
 func OutwaitBodyTimeout(t testing.TB, addr, token string) {
 	t.Helper()
 	var h2 http.Protocols
@@ -136,7 +137,9 @@ func OutwaitBodyTimeout(t testing.TB, addr, token string) {
 		req, _ := http.NewRequest(http.MethodPost, "http://"+addr+testpb.TestService_UnaryCall_FullMethodName, body)
 		req.Header.Set("Content-Type", "application/grpc")
 		req.Header.Set("Te", "trailers")
-		req.Header.Set("Authorization", "Bearer "+token)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
 		resp, err := c.Do(req)
 		if err != nil {
 			stall.Close()

@@ -161,3 +161,39 @@ func TestGRPCStreamsDrainOnShutdown(t *testing.T) {
 		t.Errorf("the stream after the shutdown grace: %v, want Unavailable", err)
 	}
 }
+
+// TestGRPCPublicStreamStaysBounded: a call on a public path needs no
+// token, so nothing vouches for its client: its body stays bounded after
+// the first message, and a quiet stream is cut off as an upload would be.
+func TestGRPCPublicStreamStaysBounded(t *testing.T) {
+	ks := verifytest.NewKeySet(t)
+	_, up := echoApp(t)
+	p := proxy.NewProxy(ks.Verifier(t), up, nil, proxy.Config{
+		Logger: slog.New(slog.DiscardHandler), UpstreamProtocol: proxy.UpstreamH2C,
+		Public: proxy.NewPublicPaths([]string{"/grpc.testing.TestService/*"}),
+	})
+	addr := serveProxy(t, p, httpserver.Options{BodyIdleTimeout: 300 * time.Millisecond, BodyMinRate: 1024})
+	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	stream, err := testpb.NewTestServiceClient(conn).FullDuplexCall(callCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&testpb.StreamingOutputCallRequest{Payload: &testpb.Payload{Body: []byte("first")}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); err != nil {
+		t.Fatalf("the public call's first echo: %v", err)
+	}
+	grpctest.OutwaitBodyTimeout(t, addr, "")
+	err = stream.Send(&testpb.StreamingOutputCallRequest{Payload: &testpb.Payload{Body: []byte("second")}})
+	if err == nil {
+		_, err = stream.Recv()
+	}
+	if err == nil {
+		t.Fatal("a public stream quiet past the idle timeout is still open, want it cut off")
+	}
+}

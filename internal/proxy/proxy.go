@@ -90,7 +90,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if id != nil {
 		r = r.WithContext(verify.NewContext(r.Context(), id))
 	}
-	if p.cfg.UpstreamProtocol == UpstreamH2C { // only HTTP/2 carries a gRPC stream to the app
+	// Only HTTP/2 carries a gRPC stream to the app, and only a caller
+	// with a valid token may keep one open as long as it likes; a call
+	// on a public path stays bounded throughout.
+	if id != nil && p.cfg.UpstreamProtocol == UpstreamH2C {
 		r = boundFirstMessage(r)
 	}
 	if p.direct != nil && up != upgradeWebSocket && p.direct.takes(r) {
