@@ -95,9 +95,9 @@ const grpcLengthPrefix = 5
 // side of a conversation, quiet for as long as the client has nothing to
 // say. Cutting it there would end streams that a direct connection to the
 // app keeps; it ends instead with the call (its deadline, either side),
-// the connection or the server's shutdown. Only for an h2c upstream: over
-// HTTP/1.1 no gRPC call works, and the body is an upload to an app that
-// the bounds protect.
+// the connection or the server's shutdown. ServeHTTP applies it only to a
+// call with a valid token in front of an h2c app: over HTTP/1.1 no gRPC
+// call works, and the body is an upload to an app that the bounds protect.
 func boundFirstMessage(r *http.Request) *http.Request {
 	if r.ProtoMajor != 2 || r.Body == nil || r.Body == http.NoBody || !isGRPC(r.Header) {
 		return r
