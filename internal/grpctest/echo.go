@@ -127,29 +127,39 @@ func EchoQuietly(t testing.TB, stream testpb.TestService_FullDuplexCallClient, q
 // timeout at --read-min-rate.
 func OutwaitBodyTimeout(t testing.TB, addr, token string) {
 	t.Helper()
-	var h2 http.Protocols
-	h2.SetUnencryptedHTTP2(true)
-	c := &http.Client{Transport: &http.Transport{Protocols: &h2}, Timeout: time.Minute}
-	defer c.CloseIdleConnections()
 	for range 2 {
-		body, stall := io.Pipe()
-		go stall.Write([]byte{0, 0, 0}) // part of the 5-byte prefix, then nothing
-		req, _ := http.NewRequest(http.MethodPost, "http://"+addr+testpb.TestService_UnaryCall_FullMethodName, body)
-		req.Header.Set("Content-Type", "application/grpc")
-		req.Header.Set("Te", "trailers")
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		resp, err := c.Do(req)
-		if err != nil {
-			stall.Close()
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		stall.Close()
+		// Part of the 5-byte prefix, then nothing.
+		resp, _ := StalledCall(t, addr, testpb.TestService_UnaryCall_FullMethodName, token, []byte{0, 0, 0})
 		if got := resp.Header.Get("Grpc-Status"); got != "4" {
 			t.Fatalf("a stalled call = %d with grpc-status %q, want 4 DEADLINE_EXCEEDED from the verifier's body timeout", resp.StatusCode, got)
 		}
 	}
+}
+
+// StalledCall makes a gRPC call over h2c to path at addr, with token (none
+// if empty), whose request body is sent and then nothing more, and
+// returns the answer once its body has ended, with the number of body
+// bytes read. It fails t if no answer has come within 30 s.
+func StalledCall(t testing.TB, addr, path, token string, sent []byte) (*http.Response, int64) {
+	t.Helper()
+	var h2 http.Protocols
+	h2.SetUnencryptedHTTP2(true)
+	c := &http.Client{Transport: &http.Transport{Protocols: &h2}, Timeout: 30 * time.Second}
+	defer c.CloseIdleConnections()
+	body, stall := io.Pipe()
+	defer stall.Close()
+	go stall.Write(sent)
+	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+path, body)
+	req.Header.Set("Content-Type", "application/grpc")
+	req.Header.Set("Te", "trailers")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("a gRPC call stalled after %d bytes: %v, want an answer within 30 s", len(sent), err)
+	}
+	n, _ := io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp, n
 }

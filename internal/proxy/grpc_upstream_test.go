@@ -14,6 +14,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
+	"github.com/palisade-auth/palisade/internal/grpctest"
 	"github.com/palisade-auth/palisade/internal/httpserver"
 	"github.com/palisade-auth/palisade/internal/proxy"
 	"github.com/palisade-auth/palisade/pkg/verify/verifytest"
@@ -49,10 +50,6 @@ func TestGRPCStalledRequestIsDeadlineExceeded(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
 	p := proxy.NewProxy(ks.Verifier(t), up, nil, proxy.Config{Logger: log, UpstreamProtocol: proxy.UpstreamH2C})
 	addr := serveProxy(t, p, httpserver.Options{BodyIdleTimeout: 200 * time.Millisecond})
-
-	var h2 http.Protocols
-	h2.SetUnencryptedHTTP2(true)
-	c := &http.Client{Transport: &http.Transport{Protocols: &h2}, Timeout: 30 * time.Second}
 	for _, tc := range []struct {
 		name string
 		sent []byte // then nothing
@@ -63,19 +60,7 @@ func TestGRPCStalledRequestIsDeadlineExceeded(t *testing.T) {
 		{"inside the first message", []byte{0, 0, 0, 0, 10, 1, 2, 3}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			body, stall := io.Pipe()
-			defer stall.Close()
-			go stall.Write(tc.sent)
-			req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/grpc.health.v1.Health/Check", body)
-			req.Header.Set("Content-Type", "application/grpc")
-			req.Header.Set("Te", "trailers")
-			req.Header.Set("Authorization", "Bearer "+ks.Token(t, "user-1"))
-			resp, err := c.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			n, _ := io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
+			resp, n := grpctest.StalledCall(t, addr, "/grpc.health.v1.Health/Check", ks.Token(t, "user-1"), tc.sent)
 			if resp.StatusCode != http.StatusOK || n != 0 || resp.Header.Get("Grpc-Status") != "4" || !strings.Contains(resp.Header.Get("Grpc-Message"), "did not arrive in time") {
 				t.Errorf("stalled gRPC call = %d, %d body bytes, grpc-status %q, grpc-message %q; want 200, none, 4 and the verifier's message",
 					resp.StatusCode, n, resp.Header.Get("Grpc-Status"), resp.Header.Get("Grpc-Message"))
@@ -103,22 +88,8 @@ func TestGRPCBodyToHTTP1UpstreamStaysBounded(t *testing.T) {
 	u, _ := url.Parse(app.srv.URL)
 	p := proxy.NewProxy(ks.Verifier(t), u, nil, proxy.Config{Logger: slog.New(slog.DiscardHandler), UpstreamProtocol: proxy.UpstreamHTTP1})
 	addr := serveProxy(t, p, httpserver.Options{BodyIdleTimeout: 200 * time.Millisecond, BodyMinRate: 1024})
-
-	var h2 http.Protocols
-	h2.SetUnencryptedHTTP2(true)
-	c := &http.Client{Transport: &http.Transport{Protocols: &h2}, Timeout: 10 * time.Second}
-	body, stall := io.Pipe()
-	defer stall.Close()
-	go stall.Write([]byte{0, 0, 0, 0, 0}) // a whole, empty first message, then nothing
-	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/grpc.health.v1.Health/Check", body)
-	req.Header.Set("Content-Type", "application/grpc")
-	req.Header.Set("Authorization", "Bearer "+ks.Token(t, "user-1"))
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatalf("a stalled body to an HTTP/1.1 app: %v, want the verifier's answer long before 10 s", err)
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
+	// A whole, empty first message, then nothing.
+	resp, _ := grpctest.StalledCall(t, addr, "/grpc.health.v1.Health/Check", ks.Token(t, "user-1"), []byte{0, 0, 0, 0, 0})
 	if got := resp.Header.Get("Grpc-Status"); resp.StatusCode != http.StatusOK || got != "4" {
 		t.Errorf("a stalled body to an HTTP/1.1 app = %d with grpc-status %q, want 200 and 4 DEADLINE_EXCEEDED", resp.StatusCode, got)
 	}
