@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -204,7 +205,7 @@ func TestRateLimitsRedisSilent(t *testing.T) {
 // its own, and take turns in rounds of equal size, so that whatever else
 // the machine does falls on all alike. 4 clients per CPU each
 // refresh their own session's chain. It reports each rate, PostgreSQL's
-// CPU per refresh, and the ratios redis/database, redis/logged,
+// CPU per refresh (and the issuer's, Redis's and the clients'), and the ratios redis/database, redis/logged,
 // database/logged and memory/database.
 func BenchmarkRefreshRateLimitStore(b *testing.B) {
 	stores := []string{"logged", "database", "redis", "memory"}
@@ -227,16 +228,29 @@ func BenchmarkRefreshRateLimitStore(b *testing.B) {
 	const rounds = 4
 	n := max(b.N/rounds, 1)
 	elapsed := map[string]time.Duration{}
-	pgCPU := map[string]time.Duration{}
+	// Who spends the CPU of a refresh: the issuer, PostgreSQL, Redis, and
+	// this process, the clients. The issuers idle while another one runs.
+	self, _ := os.ReadFile("/proc/self/comm")
+	parts := map[string][]string{"pg": {"postgres"}, "issuer": {"issuer"}, "redis": {"redis-server"}, "client": {strings.TrimSpace(string(self))}}
+	cpu := map[string]map[string]time.Duration{}
 	cpuKnown := true
 	b.ResetTimer()
 	for range rounds {
 		for _, store := range stores {
-			cpu0, ok0 := postgresCPU()
+			if cpu[store] == nil {
+				cpu[store] = map[string]time.Duration{}
+			}
+			before := map[string]time.Duration{}
+			for part, names := range parts {
+				c, ok := cpuOf(names...)
+				before[part], cpuKnown = c, cpuKnown && ok
+			}
 			elapsed[store] += refreshRound(b, issuers[store], chains[store], n)
-			cpu1, ok1 := postgresCPU()
-			pgCPU[store] += cpu1 - cpu0
-			cpuKnown = cpuKnown && ok0 && ok1
+			for part, names := range parts {
+				c, ok := cpuOf(names...)
+				cpu[store][part] += c - before[part]
+				cpuKnown = cpuKnown && ok
+			}
 		}
 	}
 	b.StopTimer()
@@ -244,8 +258,11 @@ func BenchmarkRefreshRateLimitStore(b *testing.B) {
 	for _, store := range stores {
 		rates[store] = float64(n*rounds) / elapsed[store].Seconds()
 		b.ReportMetric(rates[store], store+"-refresh/s")
-		if cpuKnown {
-			b.ReportMetric(float64(pgCPU[store].Microseconds())/float64(n*rounds), store+"-pg-CPU-µs/refresh")
+		if !cpuKnown {
+			continue
+		}
+		for part := range parts {
+			b.ReportMetric(float64(cpu[store][part].Microseconds())/float64(n*rounds), store+"-"+part+"-CPU-µs/refresh")
 		}
 	}
 	b.ReportMetric(rates["redis"]/rates["database"], "redis/database")
@@ -254,10 +271,11 @@ func BenchmarkRefreshRateLimitStore(b *testing.B) {
 	b.ReportMetric(rates["memory"]/rates["database"], "memory/database")
 }
 
-// postgresCPU is the CPU time spent so far by the local PostgreSQL server's
-// processes (and the exited children they reaped), from /proc. It counts
-// whatever else the server is doing: a figure only from a quiet machine.
-func postgresCPU() (time.Duration, bool) {
+// cpuOf is the CPU time spent so far by the local processes whose command
+// name starts with one of names (and by the exited children they reaped),
+// from /proc. It counts whatever else they are doing: a figure only from a
+// quiet machine.
+func cpuOf(names ...string) (time.Duration, bool) {
 	paths, err := filepath.Glob("/proc/[0-9]*/stat")
 	if err != nil {
 		return 0, false
@@ -270,7 +288,9 @@ func postgresCPU() (time.Duration, bool) {
 			continue
 		}
 		open, close := bytes.IndexByte(raw, '('), bytes.LastIndexByte(raw, ')')
-		if open < 0 || close < open || !strings.HasPrefix(string(raw[open+1:close]), "postgres") {
+		if open < 0 || close < open || !slices.ContainsFunc(names, func(n string) bool {
+			return strings.HasPrefix(string(raw[open+1:close]), n)
+		}) {
 			continue
 		}
 		// After the command: state, then fields 4 on; utime, stime,
