@@ -14,7 +14,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -231,26 +230,19 @@ func BenchmarkRefreshRateLimitStore(b *testing.B) {
 	// Who spends the CPU of a refresh: the issuer, PostgreSQL, Redis, and
 	// this process, the clients. The issuers idle while another one runs.
 	self, _ := os.ReadFile("/proc/self/comm")
-	parts := map[string][]string{"pg": {"postgres"}, "issuer": {"issuer"}, "redis": {"redis-server"}, "client": {strings.TrimSpace(string(self))}}
-	cpu := map[string]map[string]time.Duration{}
+	parts := map[string]string{"pg": "postgres", "issuer": "issuer", "redis": "redis-server", "client": strings.TrimSpace(string(self))}
+	cpu := map[string]time.Duration{} // by store+"-"+part
 	cpuKnown := true
 	b.ResetTimer()
 	for range rounds {
 		for _, store := range stores {
-			if cpu[store] == nil {
-				cpu[store] = map[string]time.Duration{}
-			}
-			before := map[string]time.Duration{}
-			for part, names := range parts {
-				c, ok := cpuOf(names...)
-				before[part], cpuKnown = c, cpuKnown && ok
-			}
+			before, ok0 := cpuOf(parts)
 			elapsed[store] += refreshRound(b, issuers[store], chains[store], n)
-			for part, names := range parts {
-				c, ok := cpuOf(names...)
-				cpu[store][part] += c - before[part]
-				cpuKnown = cpuKnown && ok
+			after, ok1 := cpuOf(parts)
+			for part := range parts {
+				cpu[store+"-"+part] += after[part] - before[part]
 			}
+			cpuKnown = cpuKnown && ok0 && ok1
 		}
 	}
 	b.StopTimer()
@@ -258,11 +250,10 @@ func BenchmarkRefreshRateLimitStore(b *testing.B) {
 	for _, store := range stores {
 		rates[store] = float64(n*rounds) / elapsed[store].Seconds()
 		b.ReportMetric(rates[store], store+"-refresh/s")
-		if !cpuKnown {
-			continue
-		}
 		for part := range parts {
-			b.ReportMetric(float64(cpu[store][part].Microseconds())/float64(n*rounds), store+"-"+part+"-CPU-µs/refresh")
+			if cpuKnown {
+				b.ReportMetric(float64(cpu[store+"-"+part].Microseconds())/float64(n*rounds), store+"-"+part+"-CPU-µs/refresh")
+			}
 		}
 	}
 	b.ReportMetric(rates["redis"]/rates["database"], "redis/database")
@@ -271,26 +262,23 @@ func BenchmarkRefreshRateLimitStore(b *testing.B) {
 	b.ReportMetric(rates["memory"]/rates["database"], "memory/database")
 }
 
-// cpuOf is the CPU time spent so far by the local processes whose command
-// name starts with one of names (and by the exited children they reaped),
-// from /proc. It counts whatever else they are doing: a figure only from a
-// quiet machine.
-func cpuOf(names ...string) (time.Duration, bool) {
+// cpuOf is the CPU time spent so far by each part's local processes, those
+// whose command name starts with the part's name (and by the exited
+// children they reaped), from /proc; false if a part has none. It counts
+// whatever else they are doing: a figure only from a quiet machine.
+func cpuOf(parts map[string]string) (map[string]time.Duration, bool) {
 	paths, err := filepath.Glob("/proc/[0-9]*/stat")
 	if err != nil {
-		return 0, false
+		return nil, false
 	}
-	var ticks int64
-	found := false
+	ticks := map[string]int64{}
 	for _, p := range paths {
 		raw, err := os.ReadFile(p)
 		if err != nil {
 			continue
 		}
 		open, close := bytes.IndexByte(raw, '('), bytes.LastIndexByte(raw, ')')
-		if open < 0 || close < open || !slices.ContainsFunc(names, func(n string) bool {
-			return strings.HasPrefix(string(raw[open+1:close]), n)
-		}) {
+		if open < 0 || close < open {
 			continue
 		}
 		// After the command: state, then fields 4 on; utime, stime,
@@ -299,14 +287,23 @@ func cpuOf(names ...string) (time.Duration, bool) {
 		if len(f) < 15 {
 			continue
 		}
+		var spent int64
 		for _, v := range f[11:15] {
 			n, _ := strconv.ParseInt(v, 10, 64)
-			ticks += n
+			spent += n
 		}
-		found = true
+		for part, name := range parts {
+			if strings.HasPrefix(string(raw[open+1:close]), name) {
+				ticks[part] += spent
+			}
+		}
 	}
 	// Linux reports these in USER_HZ, 100 on every supported platform.
-	return time.Duration(ticks) * 10 * time.Millisecond, found
+	cpu := make(map[string]time.Duration, len(ticks))
+	for part, t := range ticks {
+		cpu[part] = time.Duration(t) * 10 * time.Millisecond
+	}
+	return cpu, len(cpu) == len(parts)
 }
 
 // refreshChains logs in 4 users per CPU on is and returns their refresh
