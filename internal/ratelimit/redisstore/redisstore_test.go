@@ -11,6 +11,7 @@ import (
 	"github.com/palisade-auth/palisade/internal/ratelimit"
 	"github.com/palisade-auth/palisade/internal/ratelimit/ratelimittest"
 	"github.com/palisade-auth/palisade/internal/ratelimit/redisstore"
+	"github.com/palisade-auth/palisade/internal/ratelimit/redisurl"
 	"github.com/palisade-auth/palisade/internal/testdb"
 )
 
@@ -137,4 +138,47 @@ func TestOptions(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzOptionsNeverRepeatThePassword: a --rate-limit-store URL's password
+// reaches neither an error (printed at start, so in the logs) nor the
+// redacted URL the issuer logs, whatever surrounds it. The case that
+// needs care is a password with an unescaped /, ? or #: it ends the
+// authority early, and what follows, the rest of the password included,
+// parses as the path, query or fragment.
+func FuzzOptionsNeverRepeatThePassword(f *testing.F) {
+	const secret = "S3CRETpw"
+	for _, seed := range [][2]string{
+		{"redis://u:", "@cache:6379/1"},
+		{"rediss://:", "@cache/2?prefix=eu:"},
+		{"redis://u:", "%zz@cache"},
+		{"redis://default:4821/", "@cache:6379"},
+		{"redis://default:4821?prefix=", "@cache:6379"},
+		{"redis://default:4821#", "@cache:6379"},
+		{"redis://default:4821?", "=1@cache:6379"},
+		{"redis:/u:", "@cache"},
+		{"redis://u:ab/", "@cache"},
+	} {
+		f.Add(seed[0], seed[1])
+	}
+	f.Fuzz(func(t *testing.T, head, tail string) {
+		raw := head + secret + tail
+		if strings.Count(raw, secret) != 1 || !inPassword(head, tail) {
+			return
+		}
+		if _, _, err := redisstore.Options(raw, time.Second); err != nil && strings.Contains(err.Error(), secret) {
+			t.Errorf("Options(%q) error = %q, repeats the password", raw, err)
+		}
+		if got := redisurl.Redact(raw); strings.Contains(got, secret) {
+			t.Errorf("Redact(%q) = %q, repeats the password", raw, got)
+		}
+	})
+}
+
+// inPassword reports whether what stands between head and tail is, to
+// whoever wrote head+tail, (part of) a URL's password: after the
+// "scheme:" and a colon of the user info, and before the @ that ends it.
+func inPassword(head, tail string) bool {
+	_, userinfo, ok := strings.Cut(head, ":")
+	return ok && strings.Contains(strings.TrimLeft(userinfo, "/"), ":") && strings.Contains(tail, "@")
 }

@@ -29,6 +29,9 @@ func Split(raw string) (client, prefix string, err error) {
 	if err != nil {
 		return "", "", errors.New("malformed Redis URL")
 	}
+	if misplacedAt(u) {
+		return "", "", errors.New("the Redis URL has an @ after its host: percent-encode any /, ? or # in the user name and password (%2F, %3F, %23)")
+	}
 	if u.Hostname() == "" {
 		return "", "", errors.New("the Redis URL needs a host")
 	}
@@ -42,8 +45,16 @@ func Split(raw string) (client, prefix string, err error) {
 // Redact returns raw without its password, for logs.
 func Redact(raw string) string {
 	u, err := url.Parse(raw)
-	if err != nil {
-		return "redis://(malformed)"
+	if err != nil || misplacedAt(u) {
+		return "(a malformed URL, not shown)"
 	}
 	return u.Redacted()
+}
+
+// misplacedAt reports an @ outside the user info. Such an @ ends a user
+// info that an unescaped /, ? or # in the password cut short: the rest of
+// the password then parses as the path, query or fragment, where neither
+// redaction nor the client's error messages know it for a secret.
+func misplacedAt(u *url.URL) bool {
+	return strings.Contains(u.Opaque+u.Path+u.RawPath+u.RawQuery+u.Fragment, "@")
 }

@@ -19,6 +19,13 @@ func TestSplit(t *testing.T) {
 		{in: "redis", wantErr: true},
 		{in: "redis://u:s3cret@:6379", wantErr: true},
 		{in: "redis://u:s3cret%zz@cache", wantErr: true},
+		// A password's unescaped /, ? or # ends the authority early, and
+		// the rest of the password would go on as path, query or fragment.
+		{in: "redis://default:4821/s3cret@cache:6379", wantErr: true},
+		{in: "redis://default:4821?prefix=s3cret@cache:6379", wantErr: true},
+		{in: "redis://default:4821#s3cret@cache:6379", wantErr: true},
+		{in: "redis://default:48%2F21%3Fs3cret%23@cache:6379/1", client: "redis://default:48%2F21%3Fs3cret%23@cache:6379/1"},
+		{in: "redis://cache/0?prefix=a%40b", client: "redis://cache/0", prefix: "a@b"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
@@ -43,7 +50,9 @@ func TestRedact(t *testing.T) {
 	if got := Redact("redis://u:s3cret@cache:6379/1"); strings.Contains(got, "s3cret") || !strings.Contains(got, "cache:6379") {
 		t.Errorf("Redact = %q, want the host without the password", got)
 	}
-	if got := Redact("redis://u:s3cret%zz@cache"); strings.Contains(got, "s3cret") {
-		t.Errorf("Redact(malformed) = %q, repeats the password", got)
+	for _, raw := range []string{"redis://u:s3cret%zz@cache", "redis://default:4821/s3cret@cache", "redis://default:4821#s3cret@cache", "redis:/u:s3cret@cache"} {
+		if got := Redact(raw); strings.Contains(got, "s3cret") {
+			t.Errorf("Redact(%q) = %q, repeats the password", raw, got)
+		}
 	}
 }
