@@ -17,6 +17,28 @@ import (
 	"github.com/palisade-auth/palisade/internal/ratelimit/ratelimittest"
 )
 
+// FuzzParseOverride: --rate-limit either refuses its value or gives a
+// known limit within the documented bounds, one that the form it prints
+// in (NAME=COUNT/PERIOD) gives back unchanged.
+func FuzzParseOverride(f *testing.F) {
+	for _, s := range []string{"login=10/1m", " login_email = 3 / 15m ", "register=1/168h", "login=1000001/1s", "login=10/1h30m", "refresh=+5/1.5s", "login=10/1m=2", "=/"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		name, l, err := ratelimit.ParseOverride(in)
+		if err != nil {
+			return
+		}
+		if _, ok := ratelimit.Defaults()[name]; !ok || l.Count < 1 || l.Count > 1_000_000 || l.Period < time.Second || l.Period > 168*time.Hour {
+			t.Fatalf("ParseOverride(%q) = %q, %v: outside the documented names and bounds", in, name, l)
+		}
+		again, l2, err := ratelimit.ParseOverride(name + "=" + l.String())
+		if err != nil || again != name || l2 != l {
+			t.Errorf("ParseOverride(%q) = %q, %v; its printed form %q gives %q, %v, %v", in, name, l, name+"="+l.String(), again, l2, err)
+		}
+	})
+}
+
 func TestMemoryConformance(t *testing.T) {
 	ratelimittest.RunTests(t, func(t *testing.T) ratelimit.Store { return ratelimit.NewMemory() })
 }
