@@ -18,6 +18,11 @@ import (
 // closed once the handler has answered.
 var ErrBodyTimeout = errors.New("httpserver: request body read timed out")
 
+// StatusClientClosedRequest is the status a request's access log line and
+// metrics carry when its client went away before the answer: nobody
+// reads it, and nothing failed on this side. The number is nginx's.
+const StatusClientClosedRequest = 499
+
 // bodyDeadlines bounds the reading of request bodies, which net/http leaves
 // unbounded without a ReadTimeout (and a ReadTimeout would also cancel a
 // handler that runs past it): before each read of the body it sets the

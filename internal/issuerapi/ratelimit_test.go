@@ -13,7 +13,9 @@ import (
 	"time"
 
 	"github.com/palisade-auth/palisade/internal/clientip"
+	"github.com/palisade-auth/palisade/internal/httpserver"
 	"github.com/palisade-auth/palisade/internal/ratelimit"
+	"github.com/palisade-auth/palisade/internal/testdb"
 )
 
 // TestEveryAnonymousWriteIsLimited: a route anyone may send a body to
@@ -235,5 +237,30 @@ func TestForgotCapIsQuiet(t *testing.T) {
 		if got := w.Header().Get("X-RateLimit-Limit"); got != "1000" {
 			t.Errorf("%s: X-RateLimit-Limit = %q, want 1000 (the per-address limit)", tc.name, got)
 		}
+	}
+}
+
+// A client that hangs up once its body is sent passes no limit, the
+// fail-open ones included: its check ends with its request, which runs
+// nothing and answers 499 (no 5xx, no store failure). Before, the store's
+// context error took the fail-open path, and a forgot-password request
+// went through uncounted by the mailbox's cap.
+func TestHungUpClientIsNotLetThrough(t *testing.T) {
+	a := limitedAPI(t, ratelimit.NewGCRA(testdb.Store(t, testdb.SQLite(t))), "password_forgot=1000/1m", "password_forgot_email=1/1h")
+	h := func(next http.Handler) http.Handler { return a.limit(routeLimits(t, "POST /v1/password/forgot"), next) }
+	const body = `{"email":"owner@example.com"}`
+	if w, ran, throttled := post(h, "198.51.100.1", body); !ran || throttled {
+		t.Fatalf("first request = %d, ran %v, throttled %v; want it through, unthrottled", w.Code, ran, throttled)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	r := httptest.NewRequestWithContext(ctx, "POST", "/", strings.NewReader(body))
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("X-Forwarded-For", "198.51.100.2")
+	w := httptest.NewRecorder()
+	ran := false
+	h(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { ran = true })).ServeHTTP(w, r)
+	if ran || w.Code != httpserver.StatusClientClosedRequest {
+		t.Errorf("request whose client hung up = %d, ran %v; want 499, not run", w.Code, ran)
 	}
 }

@@ -148,7 +148,7 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
 		// The client went away; nobody is left to answer.
 		p.cfg.Metrics.failure(FailureClientGone)
-		w.WriteHeader(499)
+		w.WriteHeader(httpserver.StatusClientClosedRequest)
 		return
 	}
 	p.cfg.Metrics.failure(FailureUpstream)

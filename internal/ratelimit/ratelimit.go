@@ -287,6 +287,11 @@ func (l *Limiter) Spec(name string) (Spec, bool) {
 // Allow counts one request of the named limit for subject (a client address,
 // a normalized email). When the store fails it logs, tells the observer and
 // then either allows (fail open) or returns ErrStore (fail closed).
+//
+// A call whose ctx ended (a client that hung up) returns ctx's error
+// instead: the store did not fail, and letting such a call through
+// uncounted would let any client pass the fail-open limits by hanging up
+// once its body is sent.
 func (l *Limiter) Allow(ctx context.Context, name, subject string) (Decision, error) {
 	spec, ok := l.specs[name]
 	if !ok {
@@ -294,6 +299,9 @@ func (l *Limiter) Allow(ctx context.Context, name, subject string) (Decision, er
 	}
 	now := l.now()
 	r, err := l.store.Take(ctx, key(name, subject), spec.Limit, now)
+	if err != nil && ctx.Err() != nil {
+		return Decision{}, fmt.Errorf("ratelimit: %s not checked: %w", name, ctx.Err())
+	}
 	if err != nil {
 		l.log.ErrorContext(ctx, "rate limit store failed", "limit", name, "fail", spec.OnStoreError.String(), "err", err)
 		l.failures.WithLabelValues(name, spec.OnStoreError.String()).Inc()
@@ -344,6 +352,9 @@ func (l *Limiter) Remembered(ctx context.Context, mark, subject string) (bool, e
 		return false, fmt.Errorf("ratelimit: unknown mark %q", mark)
 	}
 	ok, err := l.store.Marked(ctx, key(mark, subject), l.now())
+	if err != nil && ctx.Err() != nil {
+		return false, fmt.Errorf("ratelimit: %s not read: %w", mark, ctx.Err())
+	}
 	if err != nil {
 		return false, fmt.Errorf("%w: %w", ErrStore, err)
 	}

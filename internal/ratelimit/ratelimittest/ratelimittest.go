@@ -9,10 +9,15 @@ package ratelimittest
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/palisade-auth/palisade/internal/ratelimit"
 )
@@ -30,6 +35,7 @@ func RunTests(t *testing.T, newStore func(t *testing.T) ratelimit.Store) {
 	t.Run("reset forgets one key", func(t *testing.T) { reset(t, newStore(t)) })
 	t.Run("marks last their time", func(t *testing.T) { marks(t, newStore(t)) })
 	t.Run("sweep forgets only expired keys", func(t *testing.T) { sweep(t, newStore(t)) })
+	t.Run("a caller that hung up is neither let through nor a store failure", func(t *testing.T) { hungUp(t, newStore(t)) })
 }
 
 // slow is a limit no test outlasts: one request per 20 s.
@@ -258,5 +264,46 @@ func sweep(t *testing.T, st ratelimit.Store) {
 	}
 	if take(t, st, "fresh", slow).Allowed {
 		t.Errorf("fresh key lost its state in the sweep")
+	}
+}
+
+// hungUp: a check whose context has ended (its client hung up once the
+// body was sent) after its subject's quota is spent is never let through,
+// under a fail-open limit as under a fail-closed one. A store that looks
+// at the context fails it, and the limiter answers with the context's
+// error, which is no store failure; one that does not refuses it.
+func hungUp(t *testing.T, st ratelimit.Store) {
+	reg := prometheus.NewRegistry()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	l, err := ratelimit.New(st, []string{"password_forgot_email=1/1h", "login=1/1h"}, time.Now, log, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	notLetThrough := func(what string, d ratelimit.Decision, err error) {
+		t.Helper()
+		if d.Allowed || err != nil && (!errors.Is(err, context.Canceled) || errors.Is(err, ratelimit.ErrStore)) {
+			t.Errorf("%s, its client gone = %+v, %v; want it refused, or the context's error", what, d, err)
+		}
+	}
+	for _, name := range []string{ratelimit.PasswordForgotEmail, ratelimit.Login} {
+		if d, err := l.Allow(context.Background(), name, "owner@example.com"); err != nil || !d.Allowed {
+			t.Fatalf("%s: first check = %+v, %v; want it allowed", name, d, err)
+		}
+		d, err := l.Allow(gone, name, "owner@example.com")
+		notLetThrough(name+": second check", d, err)
+	}
+	if _, err := l.Remembered(gone, ratelimit.KnownLoginClient, "owner@example.com"); errors.Is(err, ratelimit.ErrStore) {
+		t.Errorf("Remembered, its client gone = %v; want no store failure", err)
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == "issuer_rate_limit_store_errors_total" {
+			t.Errorf("issuer_rate_limit_store_errors_total has %d series; want none: no store failed", len(f.GetMetric()))
+		}
 	}
 }
