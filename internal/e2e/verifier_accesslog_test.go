@@ -1,13 +1,18 @@
 package e2e
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -60,5 +65,84 @@ func TestVerifierAccessLogSurvivesSIGTERM(t *testing.T) {
 				t.Errorf("access log has %d lines for request %s, want 1", logged[id], id)
 			}
 		}
+	}
+}
+
+// A WebSocket open at SIGTERM keeps working through the shutdown grace,
+// the verifier exits once its client has left, and its access log line
+// (status 101) is in stdout. Before, the verifier exited at once: the
+// server's Shutdown does not wait for a hijacked connection, and the
+// tunnel's line, written when it ends, was lost.
+func TestVerifierWebSocketThroughSIGTERM(t *testing.T) {
+	ks := verifytest.NewKeySet(t)
+	ks.Issuer, ks.Audience, ks.TTL = "http://issuer.test", "api", time.Hour
+	jwks := filepath.Join(t.TempDir(), "jwks.json")
+	if err := os.WriteFile(jwks, ks.JWKS(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Upgrade", "websocket")
+		w.Header().Set("Connection", "Upgrade")
+		w.WriteHeader(http.StatusSwitchingProtocols)
+		conn, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer conn.Close()
+		_, _ = io.Copy(conn, brw) // echoes until the verifier closes its side
+	}))
+	t.Cleanup(echo.Close)
+	v := startVerifier(t, "--upstream", echo.URL, "--jwks-file", jwks, "--log-level", "info")
+	v.waitReady(t)
+
+	c, err := net.Dial("tcp", strings.TrimPrefix(v.base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "GET /ws HTTP/1.1\r\nHost: app\r\nAuthorization: Bearer %s\r\nX-Request-Id: ws-1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n", ks.Token(t, "user-1"))
+	br := bufio.NewReader(c)
+	res, err := http.ReadResponse(br, nil)
+	if err != nil || res.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade through the verifier = %v, %v; want 101", res, err)
+	}
+	echoes := func(what string) {
+		t.Helper()
+		fmt.Fprintf(c, "%s\n", what)
+		if got, err := br.ReadString('\n'); got != what+"\n" {
+			t.Fatalf("the tunnel echoed %q, %v; want %q", got, err, what)
+		}
+	}
+	echoes("before")
+
+	if err := v.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := v.logs.waitFor(time.Now().Add(30*time.Second), func(l string) bool { return strings.Contains(l, `"shutting down"`) }); !ok {
+		t.Fatal("the verifier did not log that it is shutting down")
+	}
+	echoes("during the grace")
+	select {
+	case <-v.exited:
+		t.Fatal("the verifier exited with a WebSocket open inside the grace")
+	default:
+	}
+	c.Close()
+	select {
+	case <-v.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the verifier did not exit once the WebSocket's client left")
+	}
+	v.logs.waitFor(time.Now().Add(30*time.Second), func(string) bool { return false })
+	var lines []map[string]any
+	for _, l := range strings.Split(v.logs.String(), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(l), &m) == nil && m["msg"] == "request" && m["request_id"] == "ws-1" {
+			lines = append(lines, m)
+		}
+	}
+	if len(lines) != 1 || lines[0]["status"] != float64(http.StatusSwitchingProtocols) {
+		t.Errorf("access log lines for the WebSocket = %v, want one with status 101", lines)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -60,6 +62,11 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
+// handlerDrain is how long handlers ended at the close of the grace (their
+// contexts cancelled) have to return, and so to write their access log
+// lines, before Serve gives up on them.
+const handlerDrain = 2 * time.Second
+
 // Server is one named HTTP listener with a graceful shutdown. Listen, then
 // Serve (or Run several); a Server serves once.
 type Server struct {
@@ -68,29 +75,35 @@ type Server struct {
 	srv      *http.Server
 	shutdown time.Duration
 	ln       net.Listener
+	// running counts the handlers in progress; endAll cancels their
+	// contexts. http.Server.Shutdown neither waits for nor ends a handler
+	// whose connection it hijacked (a WebSocket tunnel), and Close returns
+	// before the handlers it cut have returned: Serve needs both to keep
+	// the grace for every request and each one's log line.
+	running inFlight
+	endAll  context.CancelFunc
 }
 
 // New returns a server named name (used in its log lines, e.g. "api" or
 // "admin") that serves handler. It does not bind yet.
 func New(name string, logger *slog.Logger, handler http.Handler, opts Options) *Server {
 	opts = opts.withDefaults()
-	return &Server{
-		name:   name,
-		logger: logger,
-		srv: &http.Server{
-			Handler:           bodyDeadlines(opts.BodyTimeout, opts.BodyIdleTimeout, opts.BodyMinRate, handler),
-			ReadHeaderTimeout: opts.ReadHeaderTimeout,
-			ReadTimeout:       opts.ReadTimeout,
-			WriteTimeout:      opts.WriteTimeout,
-			IdleTimeout:       opts.IdleTimeout,
-			MaxHeaderBytes:    opts.MaxHeaderBytes,
-			Protocols:         opts.Protocols,
-			// net/http's own complaints (TLS handshakes, bad requests it
-			// answers itself) go to the JSON log rather than stderr.
-			ErrorLog: slog.NewLogLogger(logger.With(slog.String("server", name)).Handler(), slog.LevelWarn),
-		},
-		shutdown: opts.ShutdownTimeout,
+	base, endAll := context.WithCancel(context.Background())
+	s := &Server{name: name, logger: logger, shutdown: opts.ShutdownTimeout, endAll: endAll}
+	s.srv = &http.Server{
+		Handler:           s.running.track(bodyDeadlines(opts.BodyTimeout, opts.BodyIdleTimeout, opts.BodyMinRate, handler)),
+		BaseContext:       func(net.Listener) context.Context { return base },
+		ReadHeaderTimeout: opts.ReadHeaderTimeout,
+		ReadTimeout:       opts.ReadTimeout,
+		WriteTimeout:      opts.WriteTimeout,
+		IdleTimeout:       opts.IdleTimeout,
+		MaxHeaderBytes:    opts.MaxHeaderBytes,
+		Protocols:         opts.Protocols,
+		// net/http's own complaints (TLS handshakes, bad requests it
+		// answers itself) go to the JSON log rather than stderr.
+		ErrorLog: slog.NewLogLogger(logger.With(slog.String("server", name)).Handler(), slog.LevelWarn),
 	}
+	return s
 }
 
 // Listen binds addr and logs msg "listening" with the server's name and the
@@ -119,8 +132,11 @@ func (s *Server) Addr() net.Addr {
 
 // Serve answers requests until ctx is done, then shuts down gracefully: it
 // stops accepting, lets in-flight requests finish for up to the shutdown
-// timeout and returns nil. It returns an error when serving fails or
-// in-flight requests outlast the timeout (their connections are then closed).
+// timeout, hijacked connections (WebSocket tunnels) included, and returns
+// nil. It returns an error when serving fails or in-flight requests
+// outlast the timeout: their contexts are then cancelled and their
+// connections closed, and Serve returns once their handlers have (for up
+// to handlerDrain more), so that their log lines are written.
 func (s *Server) Serve(ctx context.Context) error {
 	if s.ln == nil {
 		return fmt.Errorf("serve %s: %w", s.name, ErrNotListening)
@@ -130,6 +146,7 @@ func (s *Server) Serve(ctx context.Context) error {
 
 	select {
 	case err := <-served:
+		s.endAll()
 		return fmt.Errorf("serve %s: %w", s.name, err)
 	case <-ctx.Done():
 	}
@@ -138,16 +155,80 @@ func (s *Server) Serve(ctx context.Context) error {
 	// ctx is already done; the grace period must not inherit its cancellation.
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.shutdown)
 	defer cancel()
-	if err := s.srv.Shutdown(shutdownCtx); err != nil {
-		_ = s.srv.Close()
-		<-served
-		return fmt.Errorf("shut down %s: %w", s.name, err)
+	graceErr := s.srv.Shutdown(shutdownCtx)
+	if graceErr == nil {
+		graceErr = s.running.wait(shutdownCtx)
 	}
-	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("serve %s: %w", s.name, err)
+	if graceErr != nil {
+		_ = s.srv.Close()
+	}
+	s.endAll()
+	drainCtx, cancelDrain := context.WithTimeout(context.WithoutCancel(ctx), handlerDrain)
+	defer cancelDrain()
+	drainErr := s.running.wait(drainCtx)
+	serveErr := <-served
+	switch {
+	case graceErr != nil && drainErr != nil:
+		return fmt.Errorf("shut down %s: %w (%d handlers had not returned %s after their contexts ended)", s.name, graceErr, s.running.n.Load(), handlerDrain)
+	case graceErr != nil:
+		return fmt.Errorf("shut down %s: %w", s.name, graceErr)
+	case !errors.Is(serveErr, http.ErrServerClosed):
+		return fmt.Errorf("serve %s: %w", s.name, serveErr)
 	}
 	s.logger.Info("stopped", slog.String("server", s.name))
 	return nil
+}
+
+// inFlight counts the handlers running. Entering and leaving cost an
+// atomic add each; only once wait has been called does the leave that
+// brings the count to zero take the lock, to wake it.
+type inFlight struct {
+	n        atomic.Int64
+	draining atomic.Bool
+	mu       sync.Mutex
+	idle     chan struct{} // made by wait, closed when n reaches zero
+}
+
+func (f *inFlight) track(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.n.Add(1)
+		defer f.leave()
+		h.ServeHTTP(w, r)
+	})
+}
+
+func (f *inFlight) leave() {
+	if f.n.Add(-1) == 0 && f.draining.Load() {
+		f.mu.Lock()
+		if f.idle != nil {
+			close(f.idle)
+			f.idle = nil
+		}
+		f.mu.Unlock()
+	}
+}
+
+// wait returns nil once no handler runs, or ctx's error if it ends first.
+func (f *inFlight) wait(ctx context.Context) error {
+	// draining is set before n is read under the lock, and a leave reads
+	// draining after its decrement: one of the two sees the other.
+	f.draining.Store(true)
+	f.mu.Lock()
+	if f.n.Load() == 0 {
+		f.mu.Unlock()
+		return nil
+	}
+	if f.idle == nil {
+		f.idle = make(chan struct{})
+	}
+	idle := f.idle
+	f.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // Close stops the server at once, dropping open connections. It is for
