@@ -130,8 +130,11 @@ func (d *direct) serve(w http.ResponseWriter, r *http.Request) error {
 		}
 		// A reused connection the upstream closed while it was idle
 		// fails before any answer: the request is replayable, try once
-		// on a newly dialled one, as net/http's Transport does.
-		if !c.reused || attempt > 0 {
+		// on a newly dialled one, as net/http's Transport does. Once an
+		// answer has begun, the app has run the request: it is not run
+		// twice.
+		var early beforeAnswer
+		if !c.reused || attempt > 0 || !errors.As(err, &early) {
 			return err
 		}
 	}
@@ -169,19 +172,30 @@ func (d *direct) outgoing(r *http.Request) *http.Request {
 // retried like a closed connection; a 408 on a new one goes to the client.
 var errIdleTimeout = errors.New("proxy: upstream timed out the idle connection")
 
+// beforeAnswer is an exchange that failed before the app answered
+// anything: writing the request, waiting for the answer's first byte, or
+// finding errIdleTimeout. Only such a failure is retried.
+type beforeAnswer struct{ err error }
+
+func (e beforeAnswer) Error() string { return e.err.Error() }
+func (e beforeAnswer) Unwrap() error { return e.err }
+
 // exchange writes out and reads the answer's head. 1xx answers other than
 // 101 come back too; the caller forwards them and reads on.
 func (c *upConn) exchange(out *http.Request) (*http.Response, error) {
 	if err := out.Write(c.bw); err != nil {
-		return nil, err
+		return nil, beforeAnswer{err}
 	}
 	if err := c.bw.Flush(); err != nil {
-		return nil, err
+		return nil, beforeAnswer{err}
+	}
+	if _, err := c.br.Peek(1); err != nil {
+		return nil, beforeAnswer{err}
 	}
 	resp, err := http.ReadResponse(c.br, out)
 	if err == nil && c.reused && resp.StatusCode == http.StatusRequestTimeout {
 		resp.Body.Close()
-		return nil, errIdleTimeout
+		return nil, beforeAnswer{errIdleTimeout}
 	}
 	return resp, err
 }

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -306,6 +307,35 @@ func TestDirectFailures(t *testing.T) {
 	}
 }
 
+// TestDirectNeverRunsARequestTwice: a reused connection whose app began
+// its answer and then died has run the request; it fails (502) rather
+// than being sent again, as net/http's Transport does. Only a failure
+// before the answer's first byte is retried.
+func TestDirectNeverRunsARequestTwice(t *testing.T) {
+	var seen atomic.Int64
+	addr := scriptedUpstream(t, func(c net.Conn, br *bufio.Reader) {
+		for {
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			if seen.Add(1) > 1 && req.URL.Path == "/dies" {
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Le")
+				return
+			}
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		}
+	})
+	f := newDirectFixture(t, addr)
+	wantOK(t, f, "first request")
+	if resp, _, _ := f.do(t, http.MethodGet, "/dies", nil); resp.StatusCode != http.StatusBadGateway {
+		t.Errorf("an answer cut short on a reused connection = %d, want 502", resp.StatusCode)
+	}
+	if n := seen.Load(); n != 2 {
+		t.Errorf("the app saw %d requests, want 2: the second is not run again", n)
+	}
+}
+
 // TestDirectCutBodyIsNotComplete: an upstream that dies inside a chunked
 // body must not have its answer end, for the client, as though whole.
 func TestDirectCutBodyIsNotComplete(t *testing.T) {
@@ -599,7 +629,7 @@ func TestExchangeTakesA408OnAReusedConnectionForItsClosing(t *testing.T) {
 		req, _ := http.NewRequest(http.MethodGet, "http://app/x", nil)
 		resp, err := c.exchange(req)
 		switch {
-		case reused && err != errIdleTimeout:
+		case reused && !errors.Is(err, errIdleTimeout):
 			t.Errorf("reused connection: exchange = %v, %v; want errIdleTimeout", resp, err)
 		case !reused && (err != nil || resp.StatusCode != http.StatusRequestTimeout):
 			t.Errorf("new connection: exchange = %v, %v; want the 408", resp, err)
