@@ -41,7 +41,7 @@ func NewGCRA(st TATStore) *GCRA { return &GCRA{st: st} }
 
 // Take implements Counters.
 func (g *GCRA) Take(ctx context.Context, key string, l Limit, now time.Time) (Result, error) {
-	interval, period := l.interval().Microseconds(), l.Period.Microseconds()
+	interval, period := l.micros()
 	tat, t, allowed, err := g.st.TakeRateLimit(ctx, key, now.UnixMicro(), interval, period)
 	if err != nil {
 		return Result{}, err

@@ -39,6 +39,29 @@ func FuzzParseOverride(f *testing.F) {
 	})
 }
 
+// A count whose interval is not a whole number of microseconds (the
+// database and memory stores count in those) passes no more than the
+// count: 300000/1s is 3.33 µs each, and with the interval rounded down to
+// 3 a burst of 333333 went through.
+func TestBurstNeverExceedsTheCount(t *testing.T) {
+	st := ratelimit.NewMemory()
+	l := ratelimit.Limit{Count: 300_000, Period: time.Second}
+	now := time.Unix(1_900_000_000, 0)
+	passed := 0
+	for range l.Count + 1000 {
+		r, err := st.Take(context.Background(), "k", l, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Allowed {
+			passed++
+		}
+	}
+	if passed != l.Count {
+		t.Errorf("a burst at one instant passed %d requests of %s, want %d", passed, l, l.Count)
+	}
+}
+
 func TestMemoryConformance(t *testing.T) {
 	ratelimittest.RunTests(t, func(t *testing.T) ratelimit.Store { return ratelimit.NewMemory() })
 }
