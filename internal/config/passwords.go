@@ -11,7 +11,7 @@ type Passwords struct {
 // Flags registers the password-hashing flags.
 func (pw *Passwords) Flags(fs *pflag.FlagSet) {
 	fs.IntVar(&pw.HashConcurrency, "hash-concurrency", 0, "password hashes computed at once (0 = number of CPUs); bounds memory under a login flood")
-	fs.IntVar(&pw.HashQueue, "hash-queue", 64, "password hashes that may wait for a free slot; beyond that login, register and password changes answer 503 with Retry-After at once (0 = wait without bound, and no soft memory limit is derived: set GOMEMLIMIT)")
+	fs.IntVar(&pw.HashQueue, "hash-queue", 64, "password hashes that may wait for a free slot; beyond that login, register and password changes answer 503 with Retry-After at once (0 = wait without bound; at 0 or above 500 no soft memory limit is derived: set GOMEMLIMIT)")
 }
 
 // Validate checks the part.

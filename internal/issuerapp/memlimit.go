@@ -24,6 +24,10 @@ import (
 // and the collector ran without pause, at half the logins per second.
 const memoryBase = 34 << 20
 
+// measuredClients is the flood memoryBase was measured under: a
+// --hash-queue above it lets more requests wait than the base holds.
+const measuredClients = 500
+
 // memoryLimit returns the soft memory limit of an issuer running at most
 // slots argon2 computations of perHash bytes each, with at most queue
 // requests waiting for a slot:
@@ -40,12 +44,12 @@ const memoryBase = 34 << 20
 // which GOGC alone would let double over the slots' memory.
 //
 // ok is false when the operator set GOMEMLIMIT (off included): theirs
-// stands. It is false too when queue is 0, waiting without bound: every
-// waiting request holds its connection, stack and body, so the heap
-// follows the number of clients and no figure derived from the pool
-// bounds it; under a limit it would only reach, the collector ran without
-// pause (500 clients queued: 46.9 logins/s under 72 MiB against 67.6 with
-// no limit).
+// stands. It is false too when queue is 0, waiting without bound, or
+// above measuredClients: every waiting request holds its connection,
+// stack and body, so the heap follows the number of clients and no figure
+// derived from the pool bounds it; under a limit it would only reach, the
+// collector ran without pause (500 clients queued: 46.9 logins/s under 72
+// MiB against 67.6 with no limit).
 //
 // source says in every case where the limit in force comes from, for the
 // log.
@@ -55,6 +59,8 @@ func memoryLimit(slots int, perHash int64, queue int, getenv func(string) string
 		return 0, "GOMEMLIMIT", false
 	case queue == 0:
 		return 0, "none derived: --hash-queue 0 waits without bound; set GOMEMLIMIT", false
+	case queue > measuredClients:
+		return 0, fmt.Sprintf("none derived: --hash-queue %d lets more requests wait than the %d it was measured with; set GOMEMLIMIT", queue, measuredClients), false
 	}
 	return int64(slots)*perHash + memoryBase, fmt.Sprintf("derived: --hash-concurrency × argon2 memory + %d MiB", memoryBase>>20), true
 }

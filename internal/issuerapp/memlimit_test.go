@@ -38,6 +38,8 @@ func TestMemoryLimit(t *testing.T) {
 		{"eight slots", 8, 19 * mib, 64, "", 8*19*mib + 34*mib, true},
 		{"a queue of one", 2, 19 * mib, 1, "", 2*19*mib + 34*mib, true},
 		{"a queue without bound", 2, 19 * mib, 0, "", 0, false},
+		{"the longest queue the base was measured with", 2, 19 * mib, 500, "", 2*19*mib + 34*mib, true},
+		{"a queue longer than that", 2, 19 * mib, 501, "", 0, false},
 		{"operator's limit", 2, 19 * mib, 64, "200MiB", 0, false},
 		{"operator turned it off", 2, 19 * mib, 64, "off", 0, false},
 	}
