@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,19 +14,14 @@ import (
 	"time"
 
 	"github.com/palisade-auth/palisade/internal/testdb"
-	"github.com/palisade-auth/palisade/pkg/verify/verifytest"
 )
 
 // BenchmarkVerifierBinary drives the real verifier binary with many
 // concurrent clients and reports its peak resident memory (VmHWM), the
 // number the README quotes. Goal: under 30 MiB.
 func BenchmarkVerifierBinary(b *testing.B) {
-	ks := verifytest.NewKeySet(b)
-	ks.Issuer, ks.Audience, ks.TTL = "http://issuer.test", "api", time.Hour
-	jwks := filepath.Join(b.TempDir(), "jwks.json")
-	if err := os.WriteFile(jwks, ks.JWKS(), 0o600); err != nil {
-		b.Fatal(err)
-	}
+	ks, jwks := keySetFile(b)
+	ks.TTL = time.Hour
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte(`{"ok":true}`)) }))
 	defer up.Close()
 	v := startVerifier(b, "--upstream", up.URL, "--jwks-file", jwks, "--log-level", "info")

@@ -12,13 +12,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/palisade-auth/palisade/internal/testdb"
-	"github.com/palisade-auth/palisade/pkg/verify/verifytest"
 )
 
 // slowClient opens a raw connection to addr, sends head (request line,
@@ -123,12 +121,7 @@ func uploadApp(t *testing.T) *httptest.Server {
 // accepts.
 func startUploadVerifier(t *testing.T, idle string, flags ...string) (*verifierProc, string) {
 	t.Helper()
-	ks := verifytest.NewKeySet(t)
-	ks.Issuer, ks.Audience = "http://issuer.test", "api"
-	jwks := filepath.Join(t.TempDir(), "jwks.json")
-	if err := os.WriteFile(jwks, ks.JWKS(), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	ks, jwks := keySetFile(t)
 	v := startVerifier(t, append([]string{"--upstream", uploadApp(t).URL, "--jwks-file", jwks, "--read-idle-timeout", idle}, flags...)...)
 	v.waitReady(t)
 	return v, ks.Token(t, "user-1")

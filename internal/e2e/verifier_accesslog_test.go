@@ -8,27 +8,19 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/palisade-auth/palisade/pkg/verify/verifytest"
 )
 
 // The access log is buffered (no write per request), so SIGTERM is where a
 // line could be lost: every request answered before it must be in stdout
 // once the process has exited.
 func TestVerifierAccessLogSurvivesSIGTERM(t *testing.T) {
-	ks := verifytest.NewKeySet(t)
-	ks.Issuer, ks.Audience, ks.TTL = "http://issuer.test", "api", time.Hour
-	jwks := filepath.Join(t.TempDir(), "jwks.json")
-	if err := os.WriteFile(jwks, ks.JWKS(), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	ks, jwks := keySetFile(t)
+	ks.TTL = time.Hour
 	a := newApp(t)
 	v := startVerifier(t, "--upstream", a.srv.URL, "--jwks-file", jwks, "--log-level", "info")
 	v.waitReady(t)
@@ -74,12 +66,8 @@ func TestVerifierAccessLogSurvivesSIGTERM(t *testing.T) {
 // server's Shutdown does not wait for a hijacked connection, and the
 // tunnel's line, written when it ends, was lost.
 func TestVerifierWebSocketThroughSIGTERM(t *testing.T) {
-	ks := verifytest.NewKeySet(t)
-	ks.Issuer, ks.Audience, ks.TTL = "http://issuer.test", "api", time.Hour
-	jwks := filepath.Join(t.TempDir(), "jwks.json")
-	if err := os.WriteFile(jwks, ks.JWKS(), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	ks, jwks := keySetFile(t)
+	ks.TTL = time.Hour
 	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Upgrade", "websocket")
 		w.Header().Set("Connection", "Upgrade")

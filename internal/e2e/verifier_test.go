@@ -66,6 +66,19 @@ type verifierProc struct {
 	base, admin string
 }
 
+// keySetFile returns a key set that signs for the issuer and audience the
+// verifiers here expect, and the path of its JWKS file, for --jwks-file.
+func keySetFile(t testing.TB) (*verifytest.KeySet, string) {
+	t.Helper()
+	ks := verifytest.NewKeySet(t)
+	ks.Issuer, ks.Audience = "http://issuer.test", "api"
+	jwks := filepath.Join(t.TempDir(), "jwks.json")
+	if err := os.WriteFile(jwks, ks.JWKS(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return ks, jwks
+}
+
 func startVerifier(t testing.TB, args ...string) *verifierProc {
 	t.Helper()
 	args = append([]string{"serve", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
@@ -263,12 +276,7 @@ func runVerifier(t *testing.T, stdin string, args ...string) (string, error) {
 // private key the test holds, so it can sign tokens that are wrong in one
 // way each.
 func TestVerifierRefusesForgedTokens(t *testing.T) {
-	ks := verifytest.NewKeySet(t)
-	ks.Issuer, ks.Audience = "http://issuer.test", "api"
-	jwks := filepath.Join(t.TempDir(), "jwks.json")
-	if err := os.WriteFile(jwks, ks.JWKS(), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	ks, jwks := keySetFile(t)
 	a := newApp(t)
 	v := startVerifier(t, "--upstream", a.srv.URL, "--jwks-file", jwks)
 	v.waitReady(t)
@@ -308,12 +316,7 @@ func TestVerifierRefusesForgedTokens(t *testing.T) {
 }
 
 func TestVerifierForwardAuthMode(t *testing.T) {
-	ks := verifytest.NewKeySet(t)
-	ks.Issuer, ks.Audience = "http://issuer.test", "api"
-	jwks := filepath.Join(t.TempDir(), "jwks.json")
-	if err := os.WriteFile(jwks, ks.JWKS(), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	ks, jwks := keySetFile(t)
 	v := startVerifier(t, "--mode", "forward-auth", "--forward-auth-headers", "traefik", "--jwks-file", jwks, "--public-path", "/public/*", "--trusted-proxies", "127.0.0.1/32")
 	v.waitReady(t)
 	r := do(t, "GET", v.base+"/auth", nil, bearer(ks.Token(t, "user-7"))...)
