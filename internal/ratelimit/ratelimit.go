@@ -94,13 +94,12 @@ type Limit struct {
 
 func (l Limit) String() string { return fmt.Sprintf("%d/%s", l.Count, l.Period) }
 
-// interval is GCRA's emission interval: the cost of one request.
-// micros is the limit in a TATStore's whole microseconds: the interval
-// between requests, rounded up, and the period that holds Count of them.
-// A limit thus never passes more than its count: with the interval
-// rounded down, 1000000/1.5s (1.5 µs each) would let 1.5 million through
-// at once. The period grows by less than Count µs, and only when Period
-// / Count is not a whole number of microseconds.
+// micros is the limit in a TATStore's whole microseconds: GCRA's
+// emission interval (the cost of one request), rounded up, and the period
+// that holds Count of them. A limit thus never passes more than its
+// count: with the interval rounded down, 1000000/1.5s (1.5 µs each) would
+// let 1.5 million through at once. The period grows by less than Count
+// µs, and only when Period / Count is not a whole number of microseconds.
 func (l Limit) micros() (interval, period int64) {
 	perCount := int64(l.Count) * int64(time.Microsecond)
 	interval = (int64(l.Period) + perCount - 1) / perCount
