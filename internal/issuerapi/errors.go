@@ -1,11 +1,13 @@
 package issuerapi
 
 import (
+	"errors"
 	"net/http"
 	"strconv"
 
 	"github.com/palisade-auth/palisade/internal/apperr"
 	"github.com/palisade-auth/palisade/internal/auth"
+	"github.com/palisade-auth/palisade/internal/httpserver"
 	"github.com/palisade-auth/palisade/internal/problem"
 )
 
@@ -29,8 +31,14 @@ var statusOf = map[apperr.Kind]int{
 // writeError renders err as problem+json. The public code and message go to
 // the client; the cause goes to the log only, and only for our own faults.
 // A database outage anywhere in err's chain is 503 with Retry-After
-// (auth.Classify), whichever handler met it.
+// (auth.Classify), whichever handler met it. An err that is the request's
+// own context ending (its client hung up while a query ran) is no fault:
+// 499, for the access log alone.
 func (a *API) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	if ctxErr := r.Context().Err(); ctxErr != nil && errors.Is(err, ctxErr) {
+		w.WriteHeader(httpserver.StatusClientClosedRequest)
+		return
+	}
 	e := auth.Classify(err)
 	status, ok := statusOf[e.Kind]
 	if !ok {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/palisade-auth/palisade/internal/httpserver"
 	"github.com/palisade-auth/palisade/internal/idempotency"
 )
 
@@ -66,7 +67,9 @@ func (a *API) idempotent(w http.ResponseWriter, r *http.Request, scope string, r
 	// A client that went away still gets its answer remembered (or its key
 	// freed) for its retry.
 	ctx = context.WithoutCancel(ctx)
-	if rec.status >= 500 {
+	// No answer to keep: ours failed, or the client left before there
+	// was one (499), and its retry must run afresh.
+	if rec.status >= 500 || rec.status == httpserver.StatusClientClosedRequest {
 		if rerr := a.idem.Release(ctx, res); rerr != nil {
 			a.log.ErrorContext(ctx, "idempotency release", "err", rerr)
 		}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/palisade-auth/palisade/internal/apperr"
 	"github.com/palisade-auth/palisade/internal/auth"
-	"github.com/palisade-auth/palisade/internal/httpserver"
 	"github.com/palisade-auth/palisade/internal/ratelimit"
 )
 
@@ -143,12 +142,9 @@ func (a *API) limit(rules []rateRule, next http.Handler) http.Handler {
 }
 
 // writeLimitError answers a request whose limit could not be checked: 503
-// when a fail-closed limit's store is down, 499 when the client hung up.
+// when a fail-closed limit's store is down, 499 (writeError) when the
+// client hung up.
 func (a *API) writeLimitError(w http.ResponseWriter, r *http.Request, err error) {
-	if ctxErr := r.Context().Err(); ctxErr != nil && errors.Is(err, ctxErr) {
-		w.WriteHeader(httpserver.StatusClientClosedRequest)
-		return
-	}
 	if errors.Is(err, ratelimit.ErrStore) {
 		a.writeError(w, r, apperr.Wrap(apperr.KindUnavailable, "rate_limit_unavailable", "The service cannot check its request limits right now; retry shortly.", err))
 		return
