@@ -160,7 +160,9 @@ func NewPublicPaths(paths []string) *PublicPaths {
 // plain, canonical form can be: "/public/../admin", "//admin" or an
 // escaped slash would let an app that normalizes paths differently serve a
 // private page without a token, so anything that is not canonical needs a
-// token.
+// token. So does any ';': Tomcat, Jetty and Spring cut a ";param" off each
+// segment before they resolve dots, which makes "/public/..;/admin" their
+// "/admin".
 func (p *PublicPaths) Match(escapedPath string) bool {
 	if len(p.exact) == 0 && len(p.prefixes) == 0 {
 		return false
@@ -180,9 +182,9 @@ func (p *PublicPaths) Match(escapedPath string) bool {
 }
 
 // canonical reports whether path starts with "/" and has no empty, "." or
-// ".." segment and no percent-escape or backslash.
+// ".." segment and no percent-escape, backslash or path parameter.
 func canonical(path string) bool {
-	if !strings.HasPrefix(path, "/") || strings.ContainsAny(path, "%\\") {
+	if !strings.HasPrefix(path, "/") || strings.ContainsAny(path, "%\\;") {
 		return false
 	}
 	for _, seg := range strings.Split(path[1:], "/") {

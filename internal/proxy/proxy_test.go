@@ -68,6 +68,10 @@ func TestPublicPathsMatch(t *testing.T) {
 		{"/public/%2e%2e/admin", false},
 		{"/public/a%2Fb", false},
 		{"/public\\..\\admin", false},
+		{"/public/..;/admin", false},
+		{"/public/..;a=b/admin", false},
+		{"/public/.;/a", false},
+		{"/public/a.css;jsessionid=1", false},
 		{"/admin", false},
 		{"", false},
 	} {
@@ -253,8 +257,10 @@ func TestProxyPublicPathStripsSpoofedHeaders(t *testing.T) {
 			t.Errorf("upstream got %s on a public path", name)
 		}
 	}
-	if resp := get(t, f.proxy.URL+"/public/../orders", nil); resp.StatusCode != http.StatusUnauthorized {
-		t.Errorf("GET /public/../orders = %d, want 401", resp.StatusCode)
+	for _, path := range []string{"/public/../orders", "/public/..;/orders"} {
+		if resp := get(t, f.proxy.URL+path, nil); resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("GET %s = %d, want 401", path, resp.StatusCode)
+		}
 	}
 }
 
@@ -348,6 +354,7 @@ func TestForwardAuth(t *testing.T) {
 		{"nginx: trusted X-Original-URI public", nginx, "/auth", map[string]string{"X-Original-URI": "/public/a.css"}, 200, ""},
 		{"untrusted X-Forwarded-Uri ignored", untrustedTraefik, "/auth", map[string]string{"X-Forwarded-Uri": "/public/a.css"}, 401, ""},
 		{"trusted but traversal", traefik, "/auth", map[string]string{"X-Forwarded-Uri": "/public/../admin"}, 401, ""},
+		{"trusted but traversal through a path parameter", nginx, "/auth", map[string]string{"X-Original-URI": "/public/..;/admin"}, 401, ""},
 		{"trusted private uri needs token", traefik, "/auth", map[string]string{"X-Forwarded-Uri": "/admin", "Authorization": "Bearer " + tok}, 200, "user-1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
