@@ -120,7 +120,9 @@ const headerEnvoyRemove = "X-Envoy-Auth-Headers-To-Remove"
 func (f *ForwardAuth) setAppCookies(h http.Header, req http.Header) {
 	app := http.Header{"Cookie": req.Values("Cookie")}
 	StripCookies(app, f.hiddenCookies...)
-	cookie := app.Get("Cookie")
+	// An HTTP/1.1 client may send several Cookie lines; the one header a
+	// proxy copies must carry them all, joined as HTTP/2 joins crumbs.
+	cookie := strings.Join(app.Values("Cookie"), "; ")
 	h[HeaderAppCookie] = []string{cookie}
 	if cookie == "" {
 		h[headerEnvoyRemove] = []string{"cookie"}

@@ -255,6 +255,8 @@ func TestForwardAuthAppCookies(t *testing.T) {
 			http.Header{"Cookie": {secrets}, "Authorization": {"Bearer " + tok}}, "", true},
 		{"two Cookie lines", "/x",
 			http.Header{"Cookie": {access + "; " + verify.DefaultRefreshCookie + "=r3fresh", "a=1; " + verify.DefaultCSRFCookie + "=c5rf"}}, access + "; a=1", false},
+		{"two Cookie lines, none hidden", "/x",
+			http.Header{"Cookie": {access + "; a=1", "b=2"}}, access + "; a=1; b=2", false},
 		{"public path", "/public/a.css", http.Header{"Cookie": {secrets + "; a=1"}}, "a=1", false},
 		{"no cookie", "/public/a.css", nil, "", true},
 	} {
