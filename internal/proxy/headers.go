@@ -34,12 +34,42 @@ func StripAuthHeaders(h http.Header) {
 	}
 }
 
-func isAuthHeader(name string) bool {
-	const prefix = "x-auth-"
-	if len(name) < len(prefix) {
+func isAuthHeader(name string) bool { return headerNamed(name, "x-auth-", true) }
+
+// pathOverrides are the headers frameworks route by in place of the request
+// line when a front proxy vouches for them: X-Original-URL and
+// X-Rewrite-URL (Symfony, Laminas, IIS), X-Forwarded-Prefix (Spring,
+// ASP.NET Core, Traefik), X-Forwarded-Uri, X-Original-URI and
+// X-Forwarded-Path. The verifier judged the request line; a client's
+// "/public/a.css" carrying "X-Original-URL: /admin" would otherwise reach
+// an app's /admin with no token.
+var pathOverrides = []string{
+	"x-original-url", "x-rewrite-url", "x-forwarded-prefix",
+	"x-forwarded-uri", "x-original-uri", "x-forwarded-path",
+}
+
+// stripPathOverrides deletes the pathOverrides headers in either spelling
+// (with '-' or '_', any case). The proxy calls it unless the peer is a
+// trusted proxy, which answers for what it forwards, as it does for
+// X-Forwarded-For.
+func stripPathOverrides(h http.Header) {
+	for name := range h {
+		for _, o := range pathOverrides {
+			if headerNamed(name, o, false) {
+				delete(h, name)
+				break
+			}
+		}
+	}
+}
+
+// headerNamed reports whether name, lower-cased and with '_' read as '-',
+// is lower, or begins with it when prefix is set.
+func headerNamed(name, lower string, prefix bool) bool {
+	if len(name) < len(lower) || !prefix && len(name) != len(lower) {
 		return false
 	}
-	for i := 0; i < len(prefix); i++ {
+	for i := 0; i < len(lower); i++ {
 		c := name[i]
 		if c == '_' {
 			c = '-'
@@ -47,7 +77,7 @@ func isAuthHeader(name string) bool {
 		if 'A' <= c && c <= 'Z' {
 			c += 'a' - 'A'
 		}
-		if c != prefix[i] {
+		if c != lower[i] {
 			return false
 		}
 	}

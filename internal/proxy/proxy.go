@@ -112,6 +112,8 @@ func (p *Proxy) rewrite(upstream *url.URL) func(*httputil.ProxyRequest) {
 			// Keep the chain a trusted proxy reported; otherwise the
 			// client's own X-Forwarded-For is dropped.
 			pr.Out.Header["X-Forwarded-For"] = pr.In.Header["X-Forwarded-For"]
+		} else {
+			stripPathOverrides(pr.Out.Header)
 		}
 		pr.SetXForwarded()
 		StripAuthHeaders(pr.Out.Header)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -278,6 +279,41 @@ func TestProxyForwardedFor(t *testing.T) {
 			get(t, f.proxy.URL+"/x", map[string]string{"Authorization": "Bearer " + f.ks.Token(t, "u"), "X-Forwarded-For": "203.0.113.9"})
 			if got := f.up.last.Load().Get("X-Forwarded-For"); got != tc.want {
 				t.Errorf("X-Forwarded-For = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestProxyPathOverrides checks that headers an app may route by in place
+// of the request line reach it only from a trusted proxy: from anyone else
+// "/public/a.css" with "X-Original-URL: /admin" would be the app's /admin.
+func TestProxyPathOverrides(t *testing.T) {
+	overrides := map[string]string{
+		"X-Original-URL": "/admin", "X_Rewrite_URL": "/admin", "x-forwarded-prefix": "/admin",
+		"X-Forwarded-Uri": "/admin", "X-Original-Uri": "/admin", "X-Forwarded-Path": "/admin",
+	}
+	for _, tc := range []struct {
+		name    string
+		trusted []string
+		kept    bool
+	}{
+		{"untrusted peer: dropped", nil, false},
+		{"trusted peer: kept", []string{"127.0.0.0/8"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, tc.trusted)
+			withToken := maps.Clone(overrides)
+			withToken["Authorization"] = "Bearer " + f.ks.Token(t, "u")
+			for path, hdr := range map[string]map[string]string{"/public/a.css": overrides, "/orders": withToken} {
+				if resp := get(t, f.proxy.URL+path, hdr); resp.StatusCode != http.StatusOK {
+					t.Fatalf("GET %s = %d, want 200", path, resp.StatusCode)
+				}
+				got := *f.up.last.Load()
+				for name := range overrides {
+					if _, ok := got[http.CanonicalHeaderKey(name)]; ok != tc.kept {
+						t.Errorf("GET %s: app got %s = %t, want %t", path, name, ok, tc.kept)
+					}
+				}
 			}
 		})
 	}
