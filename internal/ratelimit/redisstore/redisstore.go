@@ -21,6 +21,7 @@ import (
 
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/palisade-auth/palisade/internal/ratelimit"
 	"github.com/palisade-auth/palisade/internal/ratelimit/redisurl"
@@ -56,8 +57,20 @@ func Options(rawURL string, timeout time.Duration) (*redis.Options, string, erro
 	opt.ContextTimeoutEnabled = true
 	// One attempt per call: a retry would only spend the same budget.
 	opt.MaxRetries = -1
+	// A new connection is set up within the budget of the call that needs
+	// it, so every round trip of its handshake counts: by default go-redis
+	// adds CLIENT SETINFO and CLIENT MAINT_NOTIFICATIONS to HELLO, and
+	// against a Redis ~70 ms away a 200 ms budget never saw a connection
+	// finish them, so every call failed. Without the two, a new
+	// connection's call is HELLO and the command.
+	opt.DisableIdentity = true
+	opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 	return opt, prefix, nil
 }
+
+// Timeout is the longest one call waits (ratelimit.Limiter.WithBudget
+// gives a request this much in all).
+func (s *Store) Timeout() time.Duration { return s.timeout }
 
 // Open connects to the Redis at rawURL (see Options). It does not wait for
 // the server: a Redis that is down at start is one that fails its calls.

@@ -1,10 +1,17 @@
 package redisstore_test
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net"
+	"net/url"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -71,6 +78,116 @@ func TestCallsEndAtTheTimeout(t *testing.T) {
 	}
 	if ctx.Err() != nil {
 		t.Errorf("the caller's context ended: %v", ctx.Err())
+	}
+}
+
+// A new connection is set up within the budget of the call that needs it,
+// so its handshake must be HELLO alone: go-redis's default CLIENT SETINFO
+// and CLIENT MAINT_NOTIFICATIONS round trips made a Redis ~70 ms away fail
+// every call of a 200 ms budget before a connection was ever ready.
+func TestNewConnectionHandshakeIsHello(t *testing.T) {
+	u, err := url.Parse(testdb.Redis(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := recordCommands(t, u.Host)
+	u.Host = rec.addr
+	st := open(t, u.String(), 5*time.Second)
+	if _, err := st.Take(context.Background(), "k", ratelimit.Limit{Count: 1, Period: time.Minute}, time.Now()); err != nil {
+		t.Fatalf("Take: %v", err)
+	}
+	cmds := rec.commands()
+	if len(cmds) < 2 || cmds[0] != "HELLO" {
+		t.Fatalf("commands sent = %q, want HELLO first", cmds)
+	}
+	for _, c := range cmds[1:] {
+		if c != "EVALSHA" && c != "EVAL" && c != "SELECT" {
+			t.Fatalf("commands sent = %q: %s is a round trip of set-up no call can afford", cmds, c)
+		}
+	}
+}
+
+// recorder forwards connections to a Redis and records the name of each
+// command its clients send (the first element of each RESP array).
+type recorder struct {
+	addr  string
+	mu    sync.Mutex
+	cmds  []string
+	conns []net.Conn
+}
+
+func (r *recorder) commands() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.cmds)
+}
+
+func recordCommands(t *testing.T, target string) *recorder {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &recorder{addr: ln.Addr().String()}
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		ln.Close()
+		r.mu.Lock()
+		for _, c := range r.conns {
+			c.Close()
+		}
+		r.mu.Unlock()
+		wg.Wait()
+	})
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				return
+			}
+			r.mu.Lock()
+			r.conns = append(r.conns, c, up)
+			r.mu.Unlock()
+			wg.Go(func() { io.Copy(c, up); c.Close() })
+			wg.Go(func() { r.forward(c, up); up.Close() })
+		}
+	})
+	return r
+}
+
+// forward records each command of a client's RESP stream, then passes it
+// on to up: recorded before Redis can answer it.
+func (r *recorder) forward(in io.Reader, up io.Writer) {
+	var raw bytes.Buffer
+	br := bufio.NewReader(io.TeeReader(in, &raw))
+	for {
+		var n int
+		if _, err := fmt.Fscanf(br, "*%d\r\n", &n); err != nil {
+			return
+		}
+		for i := range n {
+			var size int
+			if _, err := fmt.Fscanf(br, "$%d\r\n", &size); err != nil {
+				return
+			}
+			arg := make([]byte, size+2)
+			if _, err := io.ReadFull(br, arg); err != nil {
+				return
+			}
+			if i == 0 {
+				r.mu.Lock()
+				r.cmds = append(r.cmds, strings.ToUpper(string(arg[:size])))
+				r.mu.Unlock()
+			}
+		}
+		// What the reader took beyond this command stays for the next.
+		if _, err := up.Write(raw.Next(raw.Len() - br.Buffered())); err != nil {
+			return
+		}
 	}
 }
 
