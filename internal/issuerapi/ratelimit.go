@@ -21,6 +21,7 @@ type Limiter interface {
 	Reset(ctx context.Context, name, subject string) error
 	Remember(ctx context.Context, mark, subject string) error
 	Remembered(ctx context.Context, mark, subject string) (bool, error)
+	WithBudget(ctx context.Context) context.Context
 }
 
 // rateRule is one rate limit of a route (route.limits): the named limit,
@@ -82,6 +83,11 @@ func (a *API) limit(rules []rateRule, next http.Handler) http.Handler {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// One allowance of the store's time for the request: these
+		// checks and the login's Remember or the reset's clearing after.
+		if ctx := a.limiter.WithBudget(r.Context()); ctx != r.Context() {
+			r = r.WithContext(ctx)
+		}
 		client := a.ip.String(r)
 		var (
 			email    string
@@ -167,7 +173,8 @@ func (a *API) loggedIn(r *http.Request, email string) {
 		return
 	}
 	subj := ratelimit.LoginSubject(auth.NormalizeEmail(email), a.ip.String(r))
-	if err := a.limiter.Remember(r.Context(), ratelimit.KnownLoginClient, subj); err != nil {
+	// The login has happened: a client hanging up now must not undo this.
+	if err := a.limiter.Remember(context.WithoutCancel(r.Context()), ratelimit.KnownLoginClient, subj); err != nil {
 		a.log.WarnContext(r.Context(), "rate limit: remembering the login's client failed", "err", err)
 	}
 }
@@ -183,10 +190,13 @@ func (a *API) passwordReset(r *http.Request, email string) {
 	}
 	email = auth.NormalizeEmail(email)
 	pair := ratelimit.LoginSubject(email, a.ip.String(r))
+	// The reset is committed: a client hanging up now must not leave the
+	// owner behind the ceiling it cleared.
+	ctx := context.WithoutCancel(r.Context())
 	err := errors.Join(
-		a.limiter.Reset(r.Context(), ratelimit.LoginEmail, email),
-		a.limiter.Reset(r.Context(), ratelimit.LoginEmailClient, pair),
-		a.limiter.Remember(r.Context(), ratelimit.KnownLoginClient, pair),
+		a.limiter.Reset(ctx, ratelimit.LoginEmail, email),
+		a.limiter.Reset(ctx, ratelimit.LoginEmailClient, pair),
+		a.limiter.Remember(ctx, ratelimit.KnownLoginClient, pair),
 	)
 	if err != nil {
 		a.log.WarnContext(r.Context(), "rate limit: clearing the login limits after a password reset failed", "err", err)

@@ -1,6 +1,7 @@
 package issuerapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"github.com/palisade-auth/palisade/internal/clientip"
 	"github.com/palisade-auth/palisade/internal/httpserver"
 	"github.com/palisade-auth/palisade/internal/ratelimit"
+	"github.com/palisade-auth/palisade/internal/ratelimit/redisstore"
 	"github.com/palisade-auth/palisade/internal/testdb"
 )
 
@@ -116,7 +118,13 @@ func (peekFails) Marked(context.Context, string, time.Time) (bool, error) {
 // fixed time, trusting 192.0.2.1 (httptest's peer) as a proxy.
 func limitedAPI(t *testing.T, st ratelimit.Store, overrides ...string) *API {
 	t.Helper()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	return loggedLimitedAPI(t, st, io.Discard, overrides...)
+}
+
+// loggedLimitedAPI is limitedAPI logging to out, as JSON lines.
+func loggedLimitedAPI(t *testing.T, st ratelimit.Store, out io.Writer, overrides ...string) *API {
+	t.Helper()
+	log := slog.New(slog.NewJSONHandler(out, nil))
 	now := time.Unix(1_900_000_000, 0)
 	l, err := ratelimit.New(st, overrides, func() time.Time { return now }, log, nil)
 	if err != nil {
@@ -262,5 +270,64 @@ func TestHungUpClientIsNotLetThrough(t *testing.T) {
 	h(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { ran = true })).ServeHTTP(w, r)
 	if ran || w.Code != httpserver.StatusClientClosedRequest {
 		t.Errorf("request whose client hung up = %d, ran %v; want 499, not run", w.Code, ran)
+	}
+}
+
+// A request's calls to a Redis that never answers share one allowance of
+// the store's timeout: forgot-password's two fail-open limits, and what its
+// handler asks after them, wait the timeout once in all. Before, each call
+// had a timeout of its own, and forgot-password took twice the timeout.
+func TestRequestWaitsOnTheStoreOnce(t *testing.T) {
+	st, err := redisstore.Open(testdb.HangingRedis(t), 200*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var logs bytes.Buffer
+	a := loggedLimitedAPI(t, st, &logs)
+	h := func(next http.Handler) http.Handler { return a.limit(routeLimits(t, "POST /v1/password/forgot"), next) }
+	r := httptest.NewRequest("POST", "/", strings.NewReader(`{"email":"owner@example.com"}`))
+	r.Header.Set("Content-Type", "application/json")
+	w := httptest.NewRecorder()
+	ran := false
+	h(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ran = true
+		a.loggedIn(r, "owner@example.com")
+	})).ServeHTTP(w, r)
+	if !ran {
+		t.Fatalf("forgot-password with a silent Redis = %d, want it through (its limits fail open)", w.Code)
+	}
+	var errs []string
+	for line := range strings.Lines(logs.String()) {
+		var rec struct{ Msg, Err string }
+		if json.Unmarshal([]byte(line), &rec) == nil && rec.Err != "" {
+			errs = append(errs, rec.Msg+": "+rec.Err)
+		}
+	}
+	want := []string{context.DeadlineExceeded.Error(), ratelimit.ErrBudgetSpent.Error(), ratelimit.ErrBudgetSpent.Error()}
+	if len(errs) != len(want) {
+		t.Fatalf("logged errors = %q, want %d: the timeout, then the spent allowance twice", errs, len(want))
+	}
+	for i, e := range errs {
+		if !strings.Contains(e, want[i]) {
+			t.Errorf("logged error %d = %q, want it to say %q", i+1, e, want[i])
+		}
+	}
+}
+
+// Once a login or a reset has happened, what the limiter is told about it
+// is told even if the client hangs up at that moment: the owner's address
+// is remembered.
+func TestHangUpAfterLoginStillRemembers(t *testing.T) {
+	st := ratelimit.NewGCRA(testdb.Store(t, testdb.SQLite(t)))
+	a := limitedAPI(t, st)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	r := httptest.NewRequestWithContext(ctx, "POST", "/", nil)
+	r.Header.Set("X-Forwarded-For", "203.0.113.1")
+	a.loggedIn(r, "owner@example.com")
+	subj := ratelimit.LoginSubject("owner@example.com", "203.0.113.1")
+	if ok, err := a.limiter.Remembered(context.Background(), ratelimit.KnownLoginClient, subj); !ok || err != nil {
+		t.Errorf("address of a login whose client hung up remembered = %v, %v; want true", ok, err)
 	}
 }

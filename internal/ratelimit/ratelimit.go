@@ -53,6 +53,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -244,6 +245,7 @@ var ErrStore = errors.New("ratelimit: counter store unavailable")
 // Limiter checks the named limits against one Store.
 type Limiter struct {
 	store     Store
+	timeout   time.Duration // the store's own bound per call; 0: none
 	specs     map[string]Spec
 	now       func() time.Time
 	log       *slog.Logger
@@ -279,12 +281,64 @@ func New(st Store, overrides []string, now func() time.Time, log *slog.Logger, r
 			Name: "issuer_rate_limit_store_errors_total", Help: "Rate-limit checks whose counter store failed, by limit and what the limit did (open: allowed, closed: refused).",
 		}, []string{"limit", "fail"}),
 	}
+	if t, ok := st.(interface{ Timeout() time.Duration }); ok {
+		l.timeout = t.Timeout()
+	}
 	if reg != nil {
 		if err := errors.Join(reg.Register(l.decisions), reg.Register(l.failures)); err != nil {
 			return nil, err
 		}
 	}
 	return l, nil
+}
+
+// WithBudget gives ctx, and every context derived from it
+// (context.WithoutCancel included), one allowance of the store's timeout
+// for all their calls to the store together: a request checked against
+// three limits, then remembered after its login, waits on a Redis that is
+// down or slow that long in all, not that long per call. Once it is spent,
+// a call fails at once, as a store failure, and the limit's policy
+// applies. A store with no timeout of its own (the database, memory) gets
+// no allowance, and a ctx that has one keeps it.
+func (l *Limiter) WithBudget(ctx context.Context) context.Context {
+	if l.timeout <= 0 || ctx.Value(budgetKey{}) != nil {
+		return ctx
+	}
+	b := new(budget)
+	b.left.Store(int64(l.timeout))
+	return context.WithValue(ctx, budgetKey{}, b)
+}
+
+// budget is what is left of an allowance, in nanoseconds. The calls of one
+// request follow one another, but nothing stops a handler from making two
+// at once, hence the atomic.
+type budget struct{ left atomic.Int64 }
+
+type budgetKey struct{}
+
+// ErrBudgetSpent is the store failure of a call made once its request's
+// allowance (WithBudget) is spent.
+var ErrBudgetSpent = errors.New("ratelimit: the request's time for the counter store is spent")
+
+// spend runs the store call fn within what is left of ctx's allowance, if
+// it has one, and takes the time fn took from it.
+func spend(ctx context.Context, fn func(context.Context) error) error {
+	b, _ := ctx.Value(budgetKey{}).(*budget)
+	if b == nil {
+		return fn(ctx)
+	}
+	left := time.Duration(b.left.Load())
+	if left <= 0 {
+		return ErrBudgetSpent
+	}
+	// Timed from before the deadline is set, so that a call the deadline
+	// ended leaves nothing: the next fails at once, not after a sliver.
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, left)
+	defer cancel()
+	err := fn(ctx)
+	b.left.Add(-int64(time.Since(start)))
+	return err
 }
 
 // Spec returns the named limit as configured.
@@ -307,7 +361,11 @@ func (l *Limiter) Allow(ctx context.Context, name, subject string) (Decision, er
 		return Decision{}, fmt.Errorf("ratelimit: unknown limit %q", name)
 	}
 	now := l.now()
-	r, err := l.store.Take(ctx, key(name, subject), spec.Limit, now)
+	var r Result
+	err := spend(ctx, func(ctx context.Context) (err error) {
+		r, err = l.store.Take(ctx, key(name, subject), spec.Limit, now)
+		return err
+	})
 	if err != nil && ctx.Err() != nil {
 		return Decision{}, fmt.Errorf("ratelimit: %s not checked: %w", name, ctx.Err())
 	}
@@ -337,7 +395,7 @@ func (l *Limiter) Reset(ctx context.Context, name, subject string) error {
 	if _, ok := l.specs[name]; !ok && name != KnownLoginClient {
 		return fmt.Errorf("ratelimit: unknown limit %q", name)
 	}
-	if err := l.store.Reset(ctx, key(name, subject)); err != nil {
+	if err := spend(ctx, func(ctx context.Context) error { return l.store.Reset(ctx, key(name, subject)) }); err != nil {
 		return fmt.Errorf("ratelimit: reset %s: %w", name, err)
 	}
 	return nil
@@ -349,7 +407,7 @@ func (l *Limiter) Remember(ctx context.Context, mark, subject string) error {
 	if mark != KnownLoginClient {
 		return fmt.Errorf("ratelimit: unknown mark %q", mark)
 	}
-	if err := l.store.Mark(ctx, key(mark, subject), l.now(), RememberFor); err != nil {
+	if err := spend(ctx, func(ctx context.Context) error { return l.store.Mark(ctx, key(mark, subject), l.now(), RememberFor) }); err != nil {
 		return fmt.Errorf("ratelimit: remember %s: %w", mark, err)
 	}
 	return nil
@@ -360,7 +418,11 @@ func (l *Limiter) Remembered(ctx context.Context, mark, subject string) (bool, e
 	if mark != KnownLoginClient {
 		return false, fmt.Errorf("ratelimit: unknown mark %q", mark)
 	}
-	ok, err := l.store.Marked(ctx, key(mark, subject), l.now())
+	var ok bool
+	err := spend(ctx, func(ctx context.Context) (err error) {
+		ok, err = l.store.Marked(ctx, key(mark, subject), l.now())
+		return err
+	})
 	if err != nil && ctx.Err() != nil {
 		return false, fmt.Errorf("ratelimit: %s not read: %w", mark, ctx.Err())
 	}

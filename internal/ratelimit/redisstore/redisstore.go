@@ -5,8 +5,9 @@
 // on the Redis server's clock (one clock for every replica); its keys expire
 // by themselves once their quota is whole again, so nothing sweeps them.
 // Every call is bounded by the store's timeout, connecting included, and is
-// never retried: a Redis that is down or slow costs a request at most that
-// long, and the limit's failure policy decides the rest.
+// never retried; ratelimit.Limiter.WithBudget makes the timeout a request's
+// for all its calls together. A Redis that is down or slow costs a request
+// at most that long, and the limit's failure policy decides the rest.
 package redisstore
 
 import (
