@@ -189,6 +189,9 @@ func NewH2CTransport() *http.Transport {
 		Protocols:       &protos,
 		DialContext:     (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		IdleConnTimeout: 90 * time.Second,
+		// As NewTransport: the client's Accept-Encoding, or none, reaches
+		// the app, and bodies pass compressed as it sent them.
+		DisableCompression: true,
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/palisade-auth/palisade/internal/httpserver"
@@ -102,8 +103,30 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	if rid := httpserver.RequestIDFromContext(r.Context()); rid != "" {
+		w = &keepRequestID{ResponseWriter: w, id: rid}
+	}
 	p.rp.ServeHTTP(w, r)
 }
+
+// keepRequestID puts the request's X-Request-Id back on the final answer:
+// ReverseProxy clears the header map after each 1xx it relays (103 Early
+// Hints), and the id, set before the proxy ran, went with it.
+type keepRequestID struct {
+	http.ResponseWriter
+	id string
+}
+
+func (w *keepRequestID) WriteHeader(code int) {
+	if h := w.Header(); code >= 200 && !slices.Contains(h[httpserver.HeaderRequestID], w.id) {
+		h[httpserver.HeaderRequestID] = append([]string{w.id}, h[httpserver.HeaderRequestID]...)
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap lets http.ResponseController reach the server's writer (flushes,
+// deadlines, the WebSocket hijack).
+func (w *keepRequestID) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func (p *Proxy) rewrite(upstream *url.URL) func(*httputil.ProxyRequest) {
 	return func(pr *httputil.ProxyRequest) {
@@ -117,6 +140,12 @@ func (p *Proxy) rewrite(upstream *url.URL) func(*httputil.ProxyRequest) {
 		}
 		pr.SetXForwarded()
 		StripAuthHeaders(pr.Out.Header)
+		// Request trailers are not passed on. Their values arrive after
+		// the body, beyond any check here (an X-Auth-User-Id trailer
+		// included), and a trailer frame from a client makes grpc-go end
+		// the whole connection, every user's calls on it. Cut, they used
+		// to reach the app as names without values.
+		pr.Out.Trailer = nil
 		// The refresh and CSRF cookies are the issuer's business; an app
 		// (or its logs) holding them could renew the session or forge the
 		// double submit. Only the issuer's own paths, when it sits behind
