@@ -64,12 +64,20 @@ func AccessLog(logger *slog.Logger, next http.Handler) http.Handler {
 	})
 }
 
+// IsGRPC reports whether a request is a gRPC call (gRPC-Web's included),
+// whose client reads a refusal only from grpc-status. Media types are
+// case-insensitive: "Application/GRPC" is one too.
+func IsGRPC(h http.Header) bool {
+	ct := h.Get("Content-Type")
+	return len(ct) >= len("application/grpc") && strings.EqualFold(ct[:len("application/grpc")], "application/grpc")
+}
+
 // grpcStatus is the status a gRPC call ended with: in the header of a
 // trailers-only answer (the verifier's own refusals), or in a trailer,
 // which a handler sets in the header map after the body, under its
 // announced name or with http.TrailerPrefix.
 func grpcStatus(r *http.Request, h http.Header) (int, bool) {
-	if !strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
+	if !IsGRPC(r.Header) {
 		return 0, false
 	}
 	v, ok := h["Grpc-Status"]

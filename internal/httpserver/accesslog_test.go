@@ -270,6 +270,9 @@ func TestAccessLogGRPCStatus(t *testing.T) {
 			io.WriteString(w, "message")
 			w.Header().Set(http.TrailerPrefix+"Grpc-Status", "0")
 		}, float64(0)},
+		{"media type in capitals", "Application/GRPC", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Grpc-Status", "16")
+		}, float64(16)},
 		{"call cut off before any status", "application/grpc", func(w http.ResponseWriter, _ *http.Request) {
 			io.WriteString(w, "message")
 		}, nil},

@@ -54,7 +54,7 @@ var grpcRefusals = [...]struct {
 // gRPC: the proxy asking reads only the HTTP status, and a 200 carrying
 // grpc-status would let the call through.
 func (g *gate) refuse(w http.ResponseWriter, r *http.Request, why refusal) {
-	if !g.httpOnly && isGRPC(r.Header) {
+	if !g.httpOnly && httpserver.IsGRPC(r.Header) {
 		writeGRPCStatus(w, r.Header, grpcRefusals[why].code, grpcRefusals[why].message, why == refuseUnauthenticated)
 		return
 	}
@@ -76,13 +76,6 @@ func (g *gate) refuse(w http.ResponseWriter, r *http.Request, why refusal) {
 	}
 }
 
-// isGRPC reports whether a request is a gRPC call (gRPC-Web's included),
-// whose client reads a refusal only from grpc-status.
-func isGRPC(h http.Header) bool {
-	ct := h.Get("Content-Type")
-	return len(ct) >= len("application/grpc") && strings.EqualFold(ct[:len("application/grpc")], "application/grpc")
-}
-
 // grpcLengthPrefix is the length of the prefix of every gRPC message: a
 // compressed flag and the message's length, big-endian.
 const grpcLengthPrefix = 5
@@ -99,7 +92,7 @@ const grpcLengthPrefix = 5
 // call with a valid token in front of an h2c app: over HTTP/1.1 no gRPC
 // call works, and the body is an upload to an app that the bounds protect.
 func boundFirstMessage(r *http.Request) *http.Request {
-	if r.ProtoMajor != 2 || r.Body == nil || r.Body == http.NoBody || !isGRPC(r.Header) {
+	if r.ProtoMajor != 2 || r.Body == nil || r.Body == http.NoBody || !httpserver.IsGRPC(r.Header) {
 		return r
 	}
 	r = r.WithContext(r.Context()) // the server's request stays as it came
