@@ -30,9 +30,7 @@ func TestH2CClientToHTTP1Upstream(t *testing.T) {
 	})
 	u, _ := url.Parse(app.srv.URL)
 	addr := h2cVerifier(t, ks.Verifier(t), u, proxy.UpstreamHTTP1)
-	var h2 http.Protocols
-	h2.SetUnencryptedHTTP2(true)
-	c := &http.Client{Transport: &http.Transport{Protocols: &h2}}
+	c := h2cClient(t)
 	req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/orders", nil)
 	req.Header.Set("Authorization", "Bearer "+ks.Token(t, "user-1"))
 	resp, err := c.Do(req)

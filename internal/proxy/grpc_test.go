@@ -182,7 +182,7 @@ func TestGRPCRefusalShape(t *testing.T) {
 	var h2 http.Protocols
 	h2.SetUnencryptedHTTP2(true)
 	clients := map[string]*http.Client{
-		"h2c":      {Transport: &http.Transport{Protocols: &h2}},
+		"h2c":      h2cClient(t),
 		"http/1.1": {Transport: &http.Transport{}},
 	}
 	for name, c := range clients {
