@@ -23,8 +23,12 @@
 # once) the issuer derives no limit, so that case runs once per round, as
 # shipped.
 #
+# The issuer as shipped with the default queue is held to the targets: a
+# peak over PEAK_MIB, or an RSS not back under AFTER_MIB within SETTLE,
+# fails the script once every round has run. The other sides only report.
+#
 # Environment: ROUNDS (2), CLIENTS (500), DURATION (20s), SETTLE (60s: how
-# long to wait for the RSS to fall), AFTER_MIB (48), BASELINE (none),
+# long to wait for the RSS to fall), AFTER_MIB (48), PEAK_MIB (96), BASELINE (none),
 # DATABASE_URL (a PostgreSQL URL to run on it instead of SQLite; its users
 # table must not hold flood@example.com with another password, and its
 # signing key is sealed under bin/loginflood.kek, made by the first run).
@@ -35,12 +39,14 @@ CLIENTS=${CLIENTS:-500}
 DURATION=${DURATION:-20s}
 SETTLE=${SETTLE:-60s}
 AFTER_MIB=${AFTER_MIB:-48}
+PEAK_MIB=${PEAK_MIB:-96}
 
 cd "$(dirname "$0")/.."
 
 go build -trimpath -ldflags "-s -w" -o bin/issuer ./cmd/issuer
 go build -o bin/loginflood ./internal/benchtools/loginflood
 
+failed=()
 db=()
 if [ -n "${DATABASE_URL:-}" ]; then
 	# The database keeps the signing key sealed under the first run's
@@ -61,9 +67,16 @@ for round in $(seq "$ROUNDS"); do
 			baseline) issuer=$BASELINE ;;
 			esac
 			echo "== round $round, --hash-queue $queue, $side"
-			./bin/loginflood -issuer "$issuer" "${db[@]}" "${env[@]}" \
+			held=() # the shipped side is held to the peak target too
+			if [ "$side" = limit ]; then held=(-max-peak "$PEAK_MIB"); fi
+			./bin/loginflood -issuer "$issuer" "${db[@]}" "${env[@]}" "${held[@]}" \
 				-issuer-flags "--hash-queue $queue" -clients "$CLIENTS" \
-				-duration "$DURATION" -settle "$SETTLE" -max-after "$AFTER_MIB" || true
+				-duration "$DURATION" -settle "$SETTLE" -max-after "$AFTER_MIB" ||
+				if [ "$side" = limit ]; then failed+=("round $round"); fi
 		done
 	done
 done
+if [ "${#failed[@]}" -gt 0 ]; then
+	echo "FAIL: the shipped issuer missed a target (peak <= $PEAK_MIB MiB, back under $AFTER_MIB MiB within $SETTLE) in: ${failed[*]}"
+	exit 1
+fi

@@ -18,7 +18,7 @@ import (
 
 // BenchmarkVerifierBinary drives the real verifier binary with many
 // concurrent clients and reports its peak resident memory (VmHWM), the
-// number the README quotes. Goal: under 30 MiB.
+// peak the README quotes. Target: at most 25 MiB.
 func BenchmarkVerifierBinary(b *testing.B) {
 	ks, jwks := keySetFile(b)
 	ks.TTL = time.Hour
