@@ -29,7 +29,7 @@ type RateLimits struct {
 func (r *RateLimits) Flags(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&r.Overrides, "rate-limit", nil, "override a rate limit, NAME=COUNT/PERIOD (repeatable; names: "+strings.Join(ratelimit.Names(), ", ")+")")
 	fs.StringVar(&r.RateLimitStore, "rate-limit-store", "", "where rate-limit counters live: database (shared by every instance), memory (this process only) or redis://[user:pass@]host:port[/db] (rediss:// for TLS; shared by every instance, off the database); default database on PostgreSQL, memory on SQLite")
-	fs.DurationVar(&r.RateLimitStoreTimeout, "rate-limit-store-timeout", 200*time.Millisecond, "longest a request waits on a Redis rate-limit store, all its calls together; then the limit's failure policy applies")
+	fs.DurationVar(&r.RateLimitStoreTimeout, "rate-limit-store-timeout", 200*time.Millisecond, "longest one call to a Redis rate-limit store waits; then the limit's failure policy applies, and the request's further calls fail at once")
 }
 
 // Validate checks the part.

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/palisade-auth/palisade/internal/apperr"
 	"github.com/palisade-auth/palisade/internal/auth"
@@ -21,7 +22,7 @@ type Limiter interface {
 	Reset(ctx context.Context, name, subject string) error
 	Remember(ctx context.Context, mark, subject string) error
 	Remembered(ctx context.Context, mark, subject string) (bool, error)
-	WithBudget(ctx context.Context) context.Context
+	FailFast(ctx context.Context) context.Context
 }
 
 // rateRule is one rate limit of a route (route.limits): the named limit,
@@ -83,9 +84,10 @@ func (a *API) limit(rules []rateRule, next http.Handler) http.Handler {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// One allowance of the store's time for the request: these
-		// checks and the login's Remember or the reset's clearing after.
-		if ctx := a.limiter.WithBudget(r.Context()); ctx != r.Context() {
+		// One request to the store: after a failing call, these checks
+		// and the login's Remember or the reset's clearing after fail at
+		// once.
+		if ctx := a.limiter.FailFast(r.Context()); ctx != r.Context() {
 			r = r.WithContext(ctx)
 		}
 		client := a.ip.String(r)
@@ -173,8 +175,9 @@ func (a *API) loggedIn(r *http.Request, email string) {
 		return
 	}
 	subj := ratelimit.LoginSubject(auth.NormalizeEmail(email), a.ip.String(r))
-	// The login has happened: a client hanging up now must not undo this.
-	if err := a.limiter.Remember(context.WithoutCancel(r.Context()), ratelimit.KnownLoginClient, subj); err != nil {
+	ctx, cancel := afterCommit(r)
+	defer cancel()
+	if err := a.limiter.Remember(ctx, ratelimit.KnownLoginClient, subj); err != nil {
 		a.log.WarnContext(r.Context(), "rate limit: remembering the login's client failed", "err", err)
 	}
 }
@@ -190,9 +193,8 @@ func (a *API) passwordReset(r *http.Request, email string) {
 	}
 	email = auth.NormalizeEmail(email)
 	pair := ratelimit.LoginSubject(email, a.ip.String(r))
-	// The reset is committed: a client hanging up now must not leave the
-	// owner behind the ceiling it cleared.
-	ctx := context.WithoutCancel(r.Context())
+	ctx, cancel := afterCommit(r)
+	defer cancel()
 	err := errors.Join(
 		a.limiter.Reset(ctx, ratelimit.LoginEmail, email),
 		a.limiter.Reset(ctx, ratelimit.LoginEmailClient, pair),
@@ -202,6 +204,17 @@ func (a *API) passwordReset(r *http.Request, email string) {
 		a.log.WarnContext(r.Context(), "rate limit: clearing the login limits after a password reset failed", "err", err)
 	}
 }
+
+// afterCommit is the context of what the limiter is told once a login or a
+// reset has happened. The client hanging up does not end it: that would
+// leave the owner's address unremembered, or the owner behind the ceiling
+// the reset cleared. A bound does, since nothing else would end a call to
+// a database that hangs (a Redis call has its own timeout).
+func afterCommit(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(r.Context()), afterCommitTimeout)
+}
+
+const afterCommitTimeout = 5 * time.Second
 
 // splitLimits separates the rules checked before authentication from the
 // per-user ones checked after it. A per-user rule on an unprotected route

@@ -245,7 +245,6 @@ var ErrStore = errors.New("ratelimit: counter store unavailable")
 // Limiter checks the named limits against one Store.
 type Limiter struct {
 	store     Store
-	timeout   time.Duration // the store's own bound per call; 0: none
 	specs     map[string]Spec
 	now       func() time.Time
 	log       *slog.Logger
@@ -281,9 +280,6 @@ func New(st Store, overrides []string, now func() time.Time, log *slog.Logger, r
 			Name: "issuer_rate_limit_store_errors_total", Help: "Rate-limit checks whose counter store failed, by limit and what the limit did (open: allowed, closed: refused).",
 		}, []string{"limit", "fail"}),
 	}
-	if t, ok := st.(interface{ Timeout() time.Duration }); ok {
-		l.timeout = t.Timeout()
-	}
 	if reg != nil {
 		if err := errors.Join(reg.Register(l.decisions), reg.Register(l.failures)); err != nil {
 			return nil, err
@@ -292,52 +288,46 @@ func New(st Store, overrides []string, now func() time.Time, log *slog.Logger, r
 	return l, nil
 }
 
-// WithBudget gives ctx, and every context derived from it
-// (context.WithoutCancel included), one allowance of the store's timeout
-// for all their calls to the store together: a request checked against
-// three limits, then remembered after its login, waits on a Redis that is
-// down or slow that long in all, not that long per call. Once it is spent,
-// a call fails at once, as a store failure, and the limit's policy
-// applies. A store with no timeout of its own (the database, memory) gets
-// no allowance, and a ctx that has one keeps it.
-func (l *Limiter) WithBudget(ctx context.Context) context.Context {
-	if l.timeout <= 0 || ctx.Value(budgetKey{}) != nil {
+// FailFast makes ctx, and every context derived from it
+// (context.WithoutCancel included), one request to the store: once one of
+// its calls has found the store failing, its further calls fail at once,
+// as store failures, and each limit's policy applies. A request checked
+// against three limits, then remembered after its login, so waits on a
+// Redis that is down or hangs one timeout, not one per call, while a
+// healthy Redis that is far away costs each call its round trip and
+// nothing more. A ctx that already is one request stays that request.
+func (l *Limiter) FailFast(ctx context.Context) context.Context {
+	if ctx.Value(oneRequestKey{}) != nil {
 		return ctx
 	}
-	b := new(budget)
-	b.left.Store(int64(l.timeout))
-	return context.WithValue(ctx, budgetKey{}, b)
+	return context.WithValue(ctx, oneRequestKey{}, new(oneRequest))
 }
 
-// budget is what is left of an allowance, in nanoseconds. The calls of one
-// request follow one another, but nothing stops a handler from making two
-// at once, hence the atomic.
-type budget struct{ left atomic.Int64 }
+// oneRequest records whether a call of the request found the store
+// failing. A handler may make calls at once, hence the atomic.
+type oneRequest struct{ storeFailed atomic.Bool }
 
-type budgetKey struct{}
+type oneRequestKey struct{}
 
-// ErrBudgetSpent is the store failure of a call made once its request's
-// allowance (WithBudget) is spent.
-var ErrBudgetSpent = errors.New("ratelimit: the request's time for the counter store is spent")
+// ErrStoreFailedBefore is the store failure of a call made after another
+// call of its request (FailFast) found the store failing.
+var ErrStoreFailedBefore = errors.New("ratelimit: an earlier call of this request found the counter store failing")
 
-// spend runs the store call fn within what is left of ctx's allowance, if
-// it has one, and takes the time fn took from it.
-func spend(ctx context.Context, fn func(context.Context) error) error {
-	b, _ := ctx.Value(budgetKey{}).(*budget)
-	if b == nil {
+// storeCall runs the store call fn, unless an earlier call of ctx's request
+// found the store failing, and records whether fn does. The caller's own
+// end (a client that hung up) is not the store's failure.
+func storeCall(ctx context.Context, fn func(context.Context) error) error {
+	req, _ := ctx.Value(oneRequestKey{}).(*oneRequest)
+	if req == nil {
 		return fn(ctx)
 	}
-	left := time.Duration(b.left.Load())
-	if left <= 0 {
-		return ErrBudgetSpent
+	if req.storeFailed.Load() {
+		return ErrStoreFailedBefore
 	}
-	// Timed from before the deadline is set, so that a call the deadline
-	// ended leaves nothing: the next fails at once, not after a sliver.
-	start := time.Now()
-	ctx, cancel := context.WithTimeout(ctx, left)
-	defer cancel()
 	err := fn(ctx)
-	b.left.Add(-int64(time.Since(start)))
+	if err != nil && ctx.Err() == nil {
+		req.storeFailed.Store(true)
+	}
 	return err
 }
 
@@ -362,7 +352,7 @@ func (l *Limiter) Allow(ctx context.Context, name, subject string) (Decision, er
 	}
 	now := l.now()
 	var r Result
-	err := spend(ctx, func(ctx context.Context) (err error) {
+	err := storeCall(ctx, func(ctx context.Context) (err error) {
 		r, err = l.store.Take(ctx, key(name, subject), spec.Limit, now)
 		return err
 	})
@@ -395,7 +385,7 @@ func (l *Limiter) Reset(ctx context.Context, name, subject string) error {
 	if _, ok := l.specs[name]; !ok && name != KnownLoginClient {
 		return fmt.Errorf("ratelimit: unknown limit %q", name)
 	}
-	if err := spend(ctx, func(ctx context.Context) error { return l.store.Reset(ctx, key(name, subject)) }); err != nil {
+	if err := storeCall(ctx, func(ctx context.Context) error { return l.store.Reset(ctx, key(name, subject)) }); err != nil {
 		return fmt.Errorf("ratelimit: reset %s: %w", name, err)
 	}
 	return nil
@@ -407,7 +397,7 @@ func (l *Limiter) Remember(ctx context.Context, mark, subject string) error {
 	if mark != KnownLoginClient {
 		return fmt.Errorf("ratelimit: unknown mark %q", mark)
 	}
-	if err := spend(ctx, func(ctx context.Context) error { return l.store.Mark(ctx, key(mark, subject), l.now(), RememberFor) }); err != nil {
+	if err := storeCall(ctx, func(ctx context.Context) error { return l.store.Mark(ctx, key(mark, subject), l.now(), RememberFor) }); err != nil {
 		return fmt.Errorf("ratelimit: remember %s: %w", mark, err)
 	}
 	return nil
@@ -419,7 +409,7 @@ func (l *Limiter) Remembered(ctx context.Context, mark, subject string) (bool, e
 		return false, fmt.Errorf("ratelimit: unknown mark %q", mark)
 	}
 	var ok bool
-	err := spend(ctx, func(ctx context.Context) (err error) {
+	err := storeCall(ctx, func(ctx context.Context) (err error) {
 		ok, err = l.store.Marked(ctx, key(mark, subject), l.now())
 		return err
 	})

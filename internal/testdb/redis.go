@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -119,4 +120,72 @@ func HangingRedis(t testing.TB) string {
 		}
 	})
 	return "redis://" + ln.Addr().String() + "/0"
+}
+
+// DistantRedis returns the URL of the test Redis (Redis, key prefix
+// included) reached through a relay that holds each of Redis's replies for
+// the latency set last (none at first): a healthy Redis far away. Setting
+// it affects the replies that arrive from then on. The relay closes when
+// the test ends.
+func DistantRedis(t testing.TB) (rawURL string, setLatency func(time.Duration)) {
+	t.Helper()
+	u, err := url.Parse(Redis(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := u.Host
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		latency atomic.Int64
+		mu      sync.Mutex
+		conns   []net.Conn
+		wg      sync.WaitGroup
+	)
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			mu.Lock()
+			conns = append(conns, c, up)
+			mu.Unlock()
+			wg.Go(func() { io.Copy(up, c); up.Close() })
+			wg.Go(func() {
+				defer c.Close()
+				buf := make([]byte, 32<<10)
+				for {
+					n, err := up.Read(buf)
+					if n > 0 {
+						time.Sleep(time.Duration(latency.Load()))
+						if _, werr := c.Write(buf[:n]); werr != nil {
+							return
+						}
+					}
+					if err != nil {
+						return
+					}
+				}
+			})
+		}
+	})
+	u.Host = ln.Addr().String()
+	return u.String(), func(d time.Duration) { latency.Store(int64(d)) }
 }

@@ -5,9 +5,10 @@
 // on the Redis server's clock (one clock for every replica); its keys expire
 // by themselves once their quota is whole again, so nothing sweeps them.
 // Every call is bounded by the store's timeout, connecting included, and is
-// never retried; ratelimit.Limiter.WithBudget makes the timeout a request's
-// for all its calls together. A Redis that is down or slow costs a request
-// at most that long, and the limit's failure policy decides the rest.
+// never retried; after one call of a request fails, ratelimit.Limiter's
+// FailFast fails the request's others at once. A Redis that is down or
+// hangs costs a request at most that long, and the limit's failure policy
+// decides the rest.
 package redisstore
 
 import (
@@ -58,20 +59,17 @@ func Options(rawURL string, timeout time.Duration) (*redis.Options, string, erro
 	opt.ContextTimeoutEnabled = true
 	// One attempt per call: a retry would only spend the same budget.
 	opt.MaxRetries = -1
-	// A new connection is set up within the budget of the call that needs
-	// it, so every round trip of its handshake counts: by default go-redis
-	// adds CLIENT SETINFO and CLIENT MAINT_NOTIFICATIONS to HELLO, and
-	// against a Redis ~70 ms away a 200 ms budget never saw a connection
-	// finish them, so every call failed. Without the two, a new
-	// connection's call is HELLO and the command.
+	// A new connection is set up within the timeout of the call that
+	// needs it, so every round trip of its handshake counts: by default
+	// go-redis adds CLIENT SETINFO and CLIENT MAINT_NOTIFICATIONS to HELLO,
+	// and against a Redis ~70 ms away a 200 ms timeout never saw a
+	// connection finish them, so every call failed. Without the two, a new
+	// connection's call is HELLO (and SELECT for a database other than 0)
+	// and the command.
 	opt.DisableIdentity = true
 	opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 	return opt, prefix, nil
 }
-
-// Timeout is the longest one call waits (ratelimit.Limiter.WithBudget
-// gives a request this much in all).
-func (s *Store) Timeout() time.Duration { return s.timeout }
 
 // Open connects to the Redis at rawURL (see Options). It does not wait for
 // the server: a Redis that is down at start is one that fails its calls.
