@@ -255,10 +255,22 @@ func (d *direct) answer(w http.ResponseWriter, c *upConn, resp *http.Response, s
 // does: its headers are the 1xx's alone.
 func forwardInterim(w http.ResponseWriter, resp *http.Response) {
 	h := w.Header()
+	// What the final answer had before (X-Request-Id) stays on it; only
+	// what the interim answer brought goes after it.
+	had := map[string]int{}
+	for k := range resp.Header {
+		if v, ok := h[k]; ok {
+			had[k] = len(v)
+		}
+	}
 	addHeader(h, resp.Header)
 	w.WriteHeader(resp.StatusCode)
 	for k := range resp.Header {
-		delete(h, k)
+		if n, ok := had[k]; ok {
+			h[k] = h[k][:n:n]
+		} else {
+			delete(h, k)
+		}
 	}
 }
 

@@ -39,13 +39,16 @@ func isAuthHeader(name string) bool { return headerNamed(name, "x-auth-", true) 
 // pathOverrides are the headers frameworks route by in place of the request
 // line when a front proxy vouches for them: X-Original-URL and
 // X-Rewrite-URL (Symfony, Laminas, IIS), X-Forwarded-Prefix (Spring,
-// ASP.NET Core, Traefik), X-Forwarded-Uri, X-Original-URI and
-// X-Forwarded-Path. The verifier judged the request line; a client's
-// "/public/a.css" carrying "X-Original-URL: /admin" would otherwise reach
-// an app's /admin with no token.
+// ASP.NET Core, Traefik), X-Script-Name (the WSGI "ReverseProxied"
+// recipe, which cuts it off the path), X-Forwarded-Uri, X-Original-URI,
+// X-Original-Path, X-Envoy-Original-Path and X-Forwarded-Path. The
+// verifier judged the request line; a client's "/public/a.css" carrying
+// "X-Original-URL: /admin" would otherwise reach an app's /admin with no
+// token.
 var pathOverrides = []string{
-	"x-original-url", "x-rewrite-url", "x-forwarded-prefix",
-	"x-forwarded-uri", "x-original-uri", "x-forwarded-path",
+	"x-original-url", "x-rewrite-url", "x-forwarded-prefix", "x-script-name",
+	"x-forwarded-uri", "x-original-uri", "x-original-path", "x-envoy-original-path",
+	"x-forwarded-path",
 }
 
 // stripPathOverrides deletes the pathOverrides headers in either spelling

@@ -291,6 +291,7 @@ func TestProxyPathOverrides(t *testing.T) {
 	overrides := map[string]string{
 		"X-Original-URL": "/admin", "X_Rewrite_URL": "/admin", "x-forwarded-prefix": "/admin",
 		"X-Forwarded-Uri": "/admin", "X-Original-Uri": "/admin", "X-Forwarded-Path": "/admin",
+		"X-Script-Name": "/public", "X-Original-Path": "/admin", "x-envoy-original-path": "/admin",
 	}
 	for _, tc := range []struct {
 		name    string
