@@ -322,7 +322,7 @@ func TestRequestWaitsOnTheStoreOnce(t *testing.T) {
 // before, answered them 503.
 func TestDistantRedisIsNotAnOutage(t *testing.T) {
 	const rtt, timeout = 100 * time.Millisecond, 300 * time.Millisecond
-	u, setLatency := testdb.DistantRedis(t)
+	u, setLatency := testdb.RedisRelay(t, nil)
 	st, err := redisstore.Open(u, timeout)
 	if err != nil {
 		t.Fatal(err)

@@ -316,15 +316,15 @@ var ErrStoreFailedBefore = errors.New("ratelimit: an earlier call of this reques
 // storeCall runs the store call fn, unless an earlier call of ctx's request
 // found the store failing, and records whether fn does. The caller's own
 // end (a client that hung up) is not the store's failure.
-func storeCall(ctx context.Context, fn func(context.Context) error) error {
+func storeCall(ctx context.Context, fn func() error) error {
 	req, _ := ctx.Value(oneRequestKey{}).(*oneRequest)
 	if req == nil {
-		return fn(ctx)
+		return fn()
 	}
 	if req.storeFailed.Load() {
 		return ErrStoreFailedBefore
 	}
-	err := fn(ctx)
+	err := fn()
 	if err != nil && ctx.Err() == nil {
 		req.storeFailed.Store(true)
 	}
@@ -352,7 +352,7 @@ func (l *Limiter) Allow(ctx context.Context, name, subject string) (Decision, er
 	}
 	now := l.now()
 	var r Result
-	err := storeCall(ctx, func(ctx context.Context) (err error) {
+	err := storeCall(ctx, func() (err error) {
 		r, err = l.store.Take(ctx, key(name, subject), spec.Limit, now)
 		return err
 	})
@@ -385,7 +385,7 @@ func (l *Limiter) Reset(ctx context.Context, name, subject string) error {
 	if _, ok := l.specs[name]; !ok && name != KnownLoginClient {
 		return fmt.Errorf("ratelimit: unknown limit %q", name)
 	}
-	if err := storeCall(ctx, func(ctx context.Context) error { return l.store.Reset(ctx, key(name, subject)) }); err != nil {
+	if err := storeCall(ctx, func() error { return l.store.Reset(ctx, key(name, subject)) }); err != nil {
 		return fmt.Errorf("ratelimit: reset %s: %w", name, err)
 	}
 	return nil
@@ -397,7 +397,7 @@ func (l *Limiter) Remember(ctx context.Context, mark, subject string) error {
 	if mark != KnownLoginClient {
 		return fmt.Errorf("ratelimit: unknown mark %q", mark)
 	}
-	if err := storeCall(ctx, func(ctx context.Context) error { return l.store.Mark(ctx, key(mark, subject), l.now(), RememberFor) }); err != nil {
+	if err := storeCall(ctx, func() error { return l.store.Mark(ctx, key(mark, subject), l.now(), RememberFor) }); err != nil {
 		return fmt.Errorf("ratelimit: remember %s: %w", mark, err)
 	}
 	return nil
@@ -409,7 +409,7 @@ func (l *Limiter) Remembered(ctx context.Context, mark, subject string) (bool, e
 		return false, fmt.Errorf("ratelimit: unknown mark %q", mark)
 	}
 	var ok bool
-	err := storeCall(ctx, func(ctx context.Context) (err error) {
+	err := storeCall(ctx, func() (err error) {
 		ok, err = l.store.Marked(ctx, key(mark, subject), l.now())
 		return err
 	})

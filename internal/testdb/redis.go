@@ -122,13 +122,17 @@ func HangingRedis(t testing.TB) string {
 	return "redis://" + ln.Addr().String() + "/0"
 }
 
-// DistantRedis returns the URL of the test Redis (Redis, key prefix
-// included) reached through a relay that holds each of Redis's replies for
-// the latency set last (none at first): a healthy Redis far away. Setting
-// it affects the replies that arrive from then on. The relay closes when
-// the test ends.
-func DistantRedis(t testing.TB) (rawURL string, setLatency func(time.Duration)) {
+// RedisRelay returns the URL of the test Redis (as Redis: key prefix
+// included) reached through a relay on a loopback port, and a setter of the
+// latency for which the relay holds each of Redis's replies (none at
+// first; a change applies to the replies that arrive after it): a Redis
+// far away. forward passes each client's stream on to Redis, and may read
+// it on the way; nil passes it as is. The relay closes when the test ends.
+func RedisRelay(t testing.TB, forward func(client io.Reader, redis io.Writer)) (rawURL string, setLatency func(time.Duration)) {
 	t.Helper()
+	if forward == nil {
+		forward = func(c io.Reader, r io.Writer) { io.Copy(r, c) }
+	}
 	u, err := url.Parse(Redis(t))
 	if err != nil {
 		t.Fatal(err)
@@ -167,25 +171,29 @@ func DistantRedis(t testing.TB) (rawURL string, setLatency func(time.Duration)) 
 			mu.Lock()
 			conns = append(conns, c, up)
 			mu.Unlock()
-			wg.Go(func() { io.Copy(up, c); up.Close() })
-			wg.Go(func() {
-				defer c.Close()
-				buf := make([]byte, 32<<10)
-				for {
-					n, err := up.Read(buf)
-					if n > 0 {
-						time.Sleep(time.Duration(latency.Load()))
-						if _, werr := c.Write(buf[:n]); werr != nil {
-							return
-						}
-					}
-					if err != nil {
-						return
-					}
-				}
-			})
+			wg.Go(func() { forward(c, up); up.Close() })
+			wg.Go(func() { holdReplies(c, up, &latency) })
 		}
 	})
 	u.Host = ln.Addr().String()
 	return u.String(), func(d time.Duration) { latency.Store(int64(d)) }
+}
+
+// holdReplies copies Redis's replies to the client, each read held for
+// the latency of the moment.
+func holdReplies(client net.Conn, redis io.Reader, latency *atomic.Int64) {
+	defer client.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := redis.Read(buf)
+		if n > 0 {
+			time.Sleep(time.Duration(latency.Load()))
+			if _, werr := client.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -86,13 +85,9 @@ func TestCallsEndAtTheTimeout(t *testing.T) {
 // and CLIENT MAINT_NOTIFICATIONS round trips made a Redis ~70 ms away fail
 // every call of a 200 ms budget before a connection was ever ready.
 func TestNewConnectionHandshakeIsHello(t *testing.T) {
-	u, err := url.Parse(testdb.Redis(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := recordCommands(t, u.Host)
-	u.Host = rec.addr
-	st := open(t, u.String(), 5*time.Second)
+	rec := new(recorder)
+	u, _ := testdb.RedisRelay(t, rec.forward)
+	st := open(t, u, 5*time.Second)
 	if _, err := st.Take(context.Background(), "k", ratelimit.Limit{Count: 1, Period: time.Minute}, time.Now()); err != nil {
 		t.Fatalf("Take: %v", err)
 	}
@@ -107,56 +102,17 @@ func TestNewConnectionHandshakeIsHello(t *testing.T) {
 	}
 }
 
-// recorder forwards connections to a Redis and records the name of each
-// command its clients send (the first element of each RESP array).
+// recorder records the name of each command clients send to Redis (the
+// first element of each RESP array).
 type recorder struct {
-	addr  string
-	mu    sync.Mutex
-	cmds  []string
-	conns []net.Conn
+	mu   sync.Mutex
+	cmds []string
 }
 
 func (r *recorder) commands() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Clone(r.cmds)
-}
-
-func recordCommands(t *testing.T, target string) *recorder {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &recorder{addr: ln.Addr().String()}
-	var wg sync.WaitGroup
-	t.Cleanup(func() {
-		ln.Close()
-		r.mu.Lock()
-		for _, c := range r.conns {
-			c.Close()
-		}
-		r.mu.Unlock()
-		wg.Wait()
-	})
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("tcp", target)
-			if err != nil {
-				c.Close()
-				return
-			}
-			r.mu.Lock()
-			r.conns = append(r.conns, c, up)
-			r.mu.Unlock()
-			wg.Go(func() { io.Copy(c, up); c.Close() })
-			wg.Go(func() { r.forward(c, up); up.Close() })
-		}
-	})
-	return r
 }
 
 // forward records each command of a client's RESP stream, then passes it
