@@ -1,9 +1,6 @@
 package main
 
-import (
-	"os"
-	"runtime/debug"
-)
+import "runtime/debug"
 
 // defaultMemoryLimit is the verifier's soft memory limit unless GOMEMLIMIT
 // says otherwise. A sidecar runs beside every app, so its footprint is
@@ -24,12 +21,14 @@ const defaultGCPercent = 200
 
 // setMemoryLimit applies defaultMemoryLimit and defaultGCPercent unless
 // GOMEMLIMIT or GOGC is set, in which case the runtime has already
-// applied that.
-func setMemoryLimit() {
-	if _, ok := os.LookupEnv("GOMEMLIMIT"); !ok {
+// applied that. Set means not empty, as the runtime reads them: an empty
+// GOMEMLIMIT (a compose file's ${GOMEMLIMIT} left unset) is no limit to
+// the runtime, and would have left the verifier with none.
+func setMemoryLimit(getenv func(string) string) {
+	if getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(defaultMemoryLimit)
 	}
-	if _, ok := os.LookupEnv("GOGC"); !ok {
+	if getenv("GOGC") == "" {
 		debug.SetGCPercent(defaultGCPercent)
 	}
 }

@@ -20,7 +20,7 @@ func newServeCmd() *cobra.Command {
 			if err := cfg.ValidateServe(); err != nil {
 				return err
 			}
-			setMemoryLimit()
+			setMemoryLimit(os.Getenv)
 			level, _ := config.ParseLogLevel(cfg.LogLevel)
 			// The access log stays on without a write per request; Close
 			// writes out what is queued once serving has stopped.
