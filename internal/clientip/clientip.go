@@ -4,6 +4,7 @@
 package clientip
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"net/netip"
@@ -16,24 +17,45 @@ type Resolver struct {
 }
 
 // New parses the trusted proxy CIDRs (a bare address counts as a /32 or /128).
+// It is strict where a slip would trust the wrong peers: an empty entry (a
+// stray comma) is refused rather than skipped, since it could stand alone
+// for a list that trusts nobody; so is a prefix with host bits set, whose
+// masking silently widened "10.0.0.1/0" to every address. An IPv4-mapped
+// entry is read as the IPv4 one, which is how peers are compared.
 func New(cidrs []string) (*Resolver, error) {
 	r := &Resolver{}
 	for _, c := range cidrs {
-		c = strings.TrimSpace(c)
-		if c == "" {
-			continue
-		}
-		p, err := netip.ParsePrefix(c)
+		p, err := parseTrusted(strings.TrimSpace(c))
 		if err != nil {
-			a, aerr := netip.ParseAddr(c)
-			if aerr != nil {
-				return nil, fmt.Errorf("clientip: trusted proxy %q: %w", c, err)
-			}
-			p = netip.PrefixFrom(a, a.BitLen())
+			return nil, fmt.Errorf("clientip: trusted proxy %q: %w", c, err)
 		}
-		r.trusted = append(r.trusted, p.Masked())
+		r.trusted = append(r.trusted, p)
 	}
 	return r, nil
+}
+
+func parseTrusted(c string) (netip.Prefix, error) {
+	if c == "" {
+		return netip.Prefix{}, errors.New("empty entry")
+	}
+	p, err := netip.ParsePrefix(c)
+	if err != nil {
+		a, aerr := netip.ParseAddr(c)
+		if aerr != nil {
+			return netip.Prefix{}, err
+		}
+		p = netip.PrefixFrom(a, a.BitLen())
+	}
+	if p != p.Masked() {
+		return netip.Prefix{}, fmt.Errorf("has bits set past its /%d; the network is %s", p.Bits(), p.Masked())
+	}
+	if a := p.Addr(); a.Is4In6() {
+		if p.Bits() < 96 {
+			return netip.Prefix{}, errors.New("is an IPv4-mapped prefix shorter than /96")
+		}
+		p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
+	}
+	return p, nil
 }
 
 func (r *Resolver) isTrusted(a netip.Addr) bool {

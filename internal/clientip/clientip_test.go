@@ -41,8 +41,29 @@ func TestClientIP(t *testing.T) {
 	}
 }
 
+// New refuses what would trust other peers than written: garbage, an
+// empty entry (which could stand alone for a list that trusts nobody), and
+// a prefix with host bits set ("10.0.0.1/0" was masked to every address).
 func TestNewRejectsGarbage(t *testing.T) {
-	if _, err := New([]string{"10.0.0.0/33"}); err == nil {
-		t.Error("New(10.0.0.0/33) = nil error, want error")
+	for _, c := range []string{"10.0.0.0/33", "", " ", "10.0.0.1/0", "10.0.0.1/8", "::ffff:0:0/95", "nonsense"} {
+		if _, err := New([]string{"192.0.2.1", c}); err == nil {
+			t.Errorf("New(%q) = nil error, want error", c)
+		}
+	}
+}
+
+// An IPv4-mapped entry trusts the IPv4 peers it names: peers are compared
+// unmapped, so it used to trust nobody.
+func TestNewReadsMappedEntriesAsIPv4(t *testing.T) {
+	r, err := New([]string{"::ffff:10.0.0.0/104", "::ffff:192.0.2.7"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, remote := range []string{"10.1.2.3:80", "192.0.2.7:80", "[::ffff:10.1.2.3]:80"} {
+		req := httptest.NewRequest("GET", "/", nil)
+		req.RemoteAddr = remote
+		if !r.TrustedPeer(req) {
+			t.Errorf("peer %s not trusted, want trusted", remote)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/palisade-auth/palisade/internal/apiversion"
+	"github.com/palisade-auth/palisade/internal/clientip"
 )
 
 // HTTP is the issuer's listeners and what they accept of a request.
@@ -35,6 +36,13 @@ func (h *HTTP) Validate() error {
 	var p problems
 	if h.Listen == "" {
 		p.addf("--listen is required")
+	}
+	if h.AdminListen == "" {
+		// net.Listen would take "" as every interface, metrics and all.
+		p.addf("--admin-listen is required")
+	}
+	if _, err := clientip.New(h.TrustedProxies); err != nil {
+		p.addf("--trusted-proxies: %v", err)
 	}
 	if h.MaxBodyBytes < 1024 || h.MaxBodyBytes > 10<<20 {
 		p.addf("--max-body-bytes must be between 1024 and 10485760, got %d", h.MaxBodyBytes)

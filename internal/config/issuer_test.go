@@ -68,6 +68,8 @@ func TestValidateEachField(t *testing.T) {
 		{"leeway negative", func(c *Issuer) { c.RefreshReuseLeeway = -time.Second }, "--refresh-reuse-leeway", true},
 		{"leeway long", func(c *Issuer) { c.RefreshReuseLeeway = 6 * time.Minute }, "--refresh-reuse-leeway", true},
 		{"jwks max age", func(c *Issuer) { c.JWKSMaxAge = 25 * time.Hour }, "--jwks-max-age", true},
+		{"no admin listener address", func(c *Issuer) { c.AdminListen = "" }, "--admin-listen", true},
+		{"a trusted proxy with host bits", func(c *Issuer) { c.TrustedProxies = []string{"10.0.0.1/0"} }, "--trusted-proxies", true},
 		{"max body small", func(c *Issuer) { c.MaxBodyBytes = 1023 }, "--max-body-bytes", true},
 		{"max body large", func(c *Issuer) { c.MaxBodyBytes = 10<<20 + 1 }, "--max-body-bytes", true},
 		{"hash concurrency", func(c *Issuer) { c.HashConcurrency = -1 }, "--hash-concurrency", true},

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/palisade-auth/palisade/internal/clientip"
 )
 
 // Verifier modes.
@@ -72,7 +74,7 @@ func (c *Verifier) ServeFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Listen, "listen", ":8081", "address of the proxy or forward-auth listener")
 	fs.StringVar(&c.AdminListen, "admin-listen", "127.0.0.1:9091", "address of the admin listener (/healthz, /readyz, /metrics)")
 	fs.StringVar(&c.Mode, "mode", ModeProxy, "proxy (forward valid requests to --upstream) or forward-auth (answer 200 or 401 for nginx, Traefik, Envoy)")
-	fs.StringVar(&c.Upstream, "upstream", "", "URL of the app behind the proxy (proxy mode)")
+	fs.StringVar(&c.Upstream, "upstream", "", "URL of the app behind the proxy (proxy mode): http(s)://host[:port], with an optional path prefixed to every request; no user, query or fragment")
 	fs.StringVar(&c.UpstreamProtocol, "upstream-protocol", "http1", "proxy mode: how requests reach --upstream: http1, or h2c (HTTP/2 without TLS, with prior knowledge; needed for gRPC, and --upstream must be http://)")
 	fs.StringSliceVar(&c.PublicPaths, "public-path", nil, "path served without a token: exact, or a prefix ending in /* (repeatable)")
 	fs.StringSliceVar(&c.IssuerPaths, "issuer-path", nil, "proxy mode: path the issuer itself serves behind this verifier, exact or a prefix ending in /* (repeatable); only there does the upstream receive the issuer's refresh and CSRF cookies")
@@ -147,8 +149,16 @@ func (c *Verifier) ValidateServe() error {
 	}
 	switch c.Mode {
 	case ModeProxy:
-		if u, err := url.Parse(c.Upstream); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		u, err := url.Parse(c.Upstream)
+		switch {
+		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
 			add("--upstream must be an absolute http(s) URL in proxy mode, got %q", c.Upstream)
+		case u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+			// Credentials were dropped and a query was added to every
+			// request, public ones included: neither is what it says.
+			add("--upstream takes no user, query or fragment: scheme://host[:port][/path prefix]")
+		case c.UpstreamProtocol == "h2c" && u.Scheme == "https":
+			add("--upstream-protocol h2c needs an http:// --upstream (h2c is HTTP/2 without TLS), got %q", c.Upstream)
 		}
 	case ModeForwardAuth:
 		if c.Upstream != "" {
@@ -173,14 +183,19 @@ func (c *Verifier) ValidateServe() error {
 		add("--upstream-protocol must be http1 or h2c, got %q", c.UpstreamProtocol)
 	case c.UpstreamProtocol == "h2c" && c.Mode == ModeForwardAuth:
 		add("--upstream-protocol h2c is used only in proxy mode")
-	case c.UpstreamProtocol == "h2c" && strings.HasPrefix(c.Upstream, "https:"):
-		add("--upstream-protocol h2c needs an http:// --upstream (h2c is HTTP/2 without TLS), got %q", c.Upstream)
 	}
 	if c.Mode == ModeProxy && c.ForwardHeaders != "" {
 		add("--forward-auth-headers is used only in forward-auth mode")
 	}
 	if c.Listen == "" {
 		add("--listen is required")
+	}
+	if c.AdminListen == "" {
+		// net.Listen would take "" as every interface, metrics and all.
+		add("--admin-listen is required")
+	}
+	if _, err := clientip.New(c.TrustedProxies); err != nil {
+		add("--trusted-proxies: %v", err)
 	}
 	for _, p := range c.PublicPaths {
 		if !strings.HasPrefix(p, "/") || (strings.Contains(p, "*") && !strings.HasSuffix(p, "/*")) || strings.Count(p, "*") > 1 {

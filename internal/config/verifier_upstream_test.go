@@ -23,6 +23,14 @@ func TestVerifierValidateUpstreamProtocol(t *testing.T) {
 		{"flag beats env", []string{"--upstream", "http://app", "--upstream-protocol", "http1"}, map[string]string{"VERIFIER_UPSTREAM_PROTOCOL": "h2c"}, "", "http1"},
 		{"unknown", []string{"--upstream", "http://app", "--upstream-protocol", "h3"}, nil, "--upstream-protocol must be http1 or h2c", ""},
 		{"h2c over https", []string{"--upstream", "https://app", "--upstream-protocol", "h2c"}, nil, "needs an http:// --upstream", ""},
+		{"h2c over HTTPS", []string{"--upstream", "HTTPS://app", "--upstream-protocol", "h2c"}, nil, "needs an http:// --upstream", ""},
+		{"a path prefix", []string{"--upstream", "http://app/base"}, nil, "", "http1"},
+		{"credentials", []string{"--upstream", "http://bob:secret@app"}, nil, "no user, query or fragment", ""},
+		{"a query", []string{"--upstream", "http://app/?admin=1"}, nil, "no user, query or fragment", ""},
+		{"a fragment", []string{"--upstream", "http://app/#x"}, nil, "no user, query or fragment", ""},
+		{"no admin listener address", []string{"--upstream", "http://app", "--admin-listen", ""}, nil, "--admin-listen is required", ""},
+		{"a trusted proxy with host bits", []string{"--upstream", "http://app", "--trusted-proxies", "10.0.0.1/0"}, nil, "--trusted-proxies", ""},
+		{"a blank trusted proxy", []string{"--upstream", "http://app", "--trusted-proxies", " "}, nil, "--trusted-proxies", ""},
 		{"h2c in forward-auth", []string{"--mode", "forward-auth", "--forward-auth-headers", "envoy", "--upstream-protocol", "h2c"}, nil, "used only in proxy mode", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
