@@ -134,3 +134,53 @@ func TestVerifierWebSocketThroughSIGTERM(t *testing.T) {
 		t.Errorf("access log lines for the WebSocket = %v, want one with status 101", lines)
 	}
 }
+
+// A second SIGTERM (or Ctrl-C) during the shutdown grace ends the verifier
+// at once, killed by the signal, instead of waiting out the grace for a
+// request the operator no longer cares about. It used to be swallowed.
+func TestVerifierSecondSignalEndsTheGrace(t *testing.T) {
+	_, jwks := keySetFile(t)
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	entered := make(chan struct{}, 1)
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		entered <- struct{}{}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(app.Close)
+	v := startVerifier(t, "--upstream", app.URL, "--jwks-file", jwks, "--public-path", "/slow")
+	v.waitReady(t)
+	go func() {
+		if resp, err := http.Get(v.base + "/slow"); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	<-entered // the request is in the app: the grace will wait for it
+	if err := v.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := v.logs.waitFor(time.Now().Add(30*time.Second), func(l string) bool { return strings.Contains(l, `"shutting down"`) }); !ok {
+		t.Fatal("the verifier did not log that it is shutting down")
+	}
+	// The default action is restored just after the shutdown begins, on
+	// a goroutine of its own: until then a signal is swallowed, so one is
+	// sent every 50 ms until the process ends. Swallowed for good, as
+	// before, the process would exit by itself when its 20 s grace ran
+	// out, not by the signal.
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for done := false; !done; {
+		_ = v.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-v.exited:
+			done = true
+		case <-tick.C:
+		}
+	}
+	if ws, ok := v.cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGTERM {
+		t.Errorf("the verifier ended with %v, want killed by the second SIGTERM", v.cmd.ProcessState)
+	}
+}
