@@ -73,6 +73,7 @@ func TestValidateEachField(t *testing.T) {
 		{"max body small", func(c *Issuer) { c.MaxBodyBytes = 1023 }, "--max-body-bytes", true},
 		{"max body large", func(c *Issuer) { c.MaxBodyBytes = 10<<20 + 1 }, "--max-body-bytes", true},
 		{"hash concurrency", func(c *Issuer) { c.HashConcurrency = -1 }, "--hash-concurrency", true},
+		{"hash concurrency past its bound", func(c *Issuer) { c.HashConcurrency = 257 }, "--hash-concurrency", true},
 		{"hash queue", func(c *Issuer) { c.HashQueue = -1 }, "--hash-queue", true},
 		{"read header timeout zero", func(c *Issuer) { c.ReadHeaderTimeout = 0 }, "--read-header-timeout", true},
 		{"read body timeout zero", func(c *Issuer) { c.ReadBodyTimeout = 0 }, "--read-body-timeout", true},
