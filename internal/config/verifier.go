@@ -147,6 +147,45 @@ func (c *Verifier) ValidateServe() error {
 	if err := c.ValidateKeys(); err != nil {
 		errs = append(errs, err)
 	}
+	c.validateMode(add)
+	if c.Listen == "" {
+		add("--listen is required")
+	}
+	if c.AdminListen == "" {
+		// net.Listen would take "" as every interface, metrics and all.
+		add("--admin-listen is required")
+	}
+	if _, err := clientip.New(c.TrustedProxies); err != nil {
+		add("--trusted-proxies: %v", err)
+	}
+	validatePathPatterns("--public-path", c.PublicPaths, add)
+	validatePathPatterns("--issuer-path", c.IssuerPaths, add)
+	if c.Mode == ModeForwardAuth && len(c.IssuerPaths) > 0 {
+		add("--issuer-path is used only in proxy mode")
+	}
+	if c.CacheSize < 0 {
+		add("--cache-size must not be negative")
+	}
+	if c.ReadHeaderTimeout <= 0 || c.ReadHeaderTimeout > 10*time.Minute {
+		add("--read-header-timeout must be above 0 and at most 10m, got %s", c.ReadHeaderTimeout)
+	}
+	if c.ReadIdleTimeout <= 0 || c.ReadIdleTimeout > 10*time.Minute {
+		add("--read-idle-timeout must be above 0 and at most 10m, got %s", c.ReadIdleTimeout)
+	}
+	if c.ReadMinRate < 0 {
+		add("--read-min-rate must not be negative (0 is no minimum), got %d", c.ReadMinRate)
+	}
+	for _, o := range c.BrowserOrigins {
+		if err := ValidOrigin(o); err != nil {
+			add("--browser-origins: %v", err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// validateMode checks --mode and what each mode needs and refuses: the
+// upstream and its protocol, or the forward-auth proxy's headers.
+func (c *Verifier) validateMode(add func(format string, args ...any)) {
 	switch c.Mode {
 	case ModeProxy:
 		u, err := url.Parse(c.Upstream)
@@ -187,45 +226,14 @@ func (c *Verifier) ValidateServe() error {
 	if c.Mode == ModeProxy && c.ForwardHeaders != "" {
 		add("--forward-auth-headers is used only in forward-auth mode")
 	}
-	if c.Listen == "" {
-		add("--listen is required")
-	}
-	if c.AdminListen == "" {
-		// net.Listen would take "" as every interface, metrics and all.
-		add("--admin-listen is required")
-	}
-	if _, err := clientip.New(c.TrustedProxies); err != nil {
-		add("--trusted-proxies: %v", err)
-	}
-	for _, p := range c.PublicPaths {
+}
+
+// validatePathPatterns checks a list of path patterns: exact paths, or
+// prefixes ending in /*.
+func validatePathPatterns(flag string, paths []string, add func(format string, args ...any)) {
+	for _, p := range paths {
 		if !strings.HasPrefix(p, "/") || (strings.Contains(p, "*") && !strings.HasSuffix(p, "/*")) || strings.Count(p, "*") > 1 {
-			add("--public-path %q must start with / and may only end in /*", p)
+			add("%s %q must start with / and may only end in /*", flag, p)
 		}
 	}
-	for _, p := range c.IssuerPaths {
-		if !strings.HasPrefix(p, "/") || (strings.Contains(p, "*") && !strings.HasSuffix(p, "/*")) || strings.Count(p, "*") > 1 {
-			add("--issuer-path %q must start with / and may only end in /*", p)
-		}
-	}
-	if c.Mode == ModeForwardAuth && len(c.IssuerPaths) > 0 {
-		add("--issuer-path is used only in proxy mode")
-	}
-	if c.CacheSize < 0 {
-		add("--cache-size must not be negative")
-	}
-	if c.ReadHeaderTimeout <= 0 || c.ReadHeaderTimeout > 10*time.Minute {
-		add("--read-header-timeout must be above 0 and at most 10m, got %s", c.ReadHeaderTimeout)
-	}
-	if c.ReadIdleTimeout <= 0 || c.ReadIdleTimeout > 10*time.Minute {
-		add("--read-idle-timeout must be above 0 and at most 10m, got %s", c.ReadIdleTimeout)
-	}
-	if c.ReadMinRate < 0 {
-		add("--read-min-rate must not be negative (0 is no minimum), got %d", c.ReadMinRate)
-	}
-	for _, o := range c.BrowserOrigins {
-		if err := ValidOrigin(o); err != nil {
-			add("--browser-origins: %v", err)
-		}
-	}
-	return errors.Join(errs...)
 }
