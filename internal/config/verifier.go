@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/palisade-auth/palisade/internal/clientip"
+	"github.com/palisade-auth/palisade/internal/urlpath"
 )
 
 // Verifier modes.
@@ -229,11 +230,15 @@ func (c *Verifier) validateMode(add func(format string, args ...any)) {
 }
 
 // validatePathPatterns checks a list of path patterns: exact paths, or
-// prefixes ending in /*.
+// prefixes ending in /*, in the canonical form requests are matched in (a
+// pattern with "%", ";", "//" or a dot segment could never match).
 func validatePathPatterns(flag string, paths []string, add func(format string, args ...any)) {
 	for _, p := range paths {
-		if !strings.HasPrefix(p, "/") || (strings.Contains(p, "*") && !strings.HasSuffix(p, "/*")) || strings.Count(p, "*") > 1 {
+		switch {
+		case !strings.HasPrefix(p, "/") || (strings.Contains(p, "*") && !strings.HasSuffix(p, "/*")) || strings.Count(p, "*") > 1:
 			add("%s %q must start with / and may only end in /*", flag, p)
+		case !urlpath.Canonical(strings.TrimSuffix(p, "*")):
+			add("%s %q can never match: only a path without %%, ;, \\, // or a . or .. segment is matched", flag, p)
 		}
 	}
 }

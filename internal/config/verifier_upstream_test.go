@@ -30,6 +30,11 @@ func TestVerifierValidateUpstreamProtocol(t *testing.T) {
 		{"a fragment", []string{"--upstream", "http://app/#x"}, nil, "no user, query or fragment", ""},
 		{"no admin listener address", []string{"--upstream", "http://app", "--admin-listen", ""}, nil, "--admin-listen is required", ""},
 		{"a trusted proxy with host bits", []string{"--upstream", "http://app", "--trusted-proxies", "10.0.0.1/0"}, nil, "--trusted-proxies", ""},
+		{"a public path prefix", []string{"--upstream", "http://app", "--public-path", "/static/*", "--public-path", "/healthz"}, nil, "", "http1"},
+		{"a public path that never matches", []string{"--upstream", "http://app", "--public-path", "/static/..;/x"}, nil, "can never match", ""},
+		{"a public prefix that never matches", []string{"--upstream", "http://app", "--public-path", "/a%2Fb/*"}, nil, "can never match", ""},
+		{"a public path not starting with /", []string{"--upstream", "http://app", "--public-path", "static/*"}, nil, "must start with /", ""},
+		{"an issuer path that never matches", []string{"--upstream", "http://app", "--issuer-path", "//v1/*"}, nil, "can never match", ""},
 		{"a blank trusted proxy", []string{"--upstream", "http://app", "--trusted-proxies", " "}, nil, "--trusted-proxies", ""},
 		{"h2c in forward-auth", []string{"--mode", "forward-auth", "--forward-auth-headers", "envoy", "--upstream-protocol", "h2c"}, nil, "used only in proxy mode", ""},
 	} {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/palisade-auth/palisade/internal/urlpath"
 	"github.com/palisade-auth/palisade/pkg/verify"
 )
 
@@ -200,7 +201,7 @@ func (p *PublicPaths) Match(escapedPath string) bool {
 	if len(p.exact) == 0 && len(p.prefixes) == 0 {
 		return false
 	}
-	if !canonical(escapedPath) {
+	if !urlpath.Canonical(escapedPath) {
 		return false
 	}
 	if p.exact[escapedPath] {
@@ -212,18 +213,4 @@ func (p *PublicPaths) Match(escapedPath string) bool {
 		}
 	}
 	return false
-}
-
-// canonical reports whether path starts with "/" and has no empty, "." or
-// ".." segment and no percent-escape, backslash or path parameter.
-func canonical(path string) bool {
-	if !strings.HasPrefix(path, "/") || strings.ContainsAny(path, "%\\;") {
-		return false
-	}
-	for _, seg := range strings.Split(path[1:], "/") {
-		if seg == "." || seg == ".." {
-			return false
-		}
-	}
-	return !strings.Contains(path, "//")
 }
