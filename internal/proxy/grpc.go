@@ -185,16 +185,8 @@ func NewH2CTransport() *http.Transport {
 		// As NewTransport: the client's Accept-Encoding, or none, reaches
 		// the app, and bodies pass compressed as it sent them.
 		DisableCompression: true,
-		// A connection that has been silent that long is pinged, and
-		// closed when no answer comes: every stream on a connection to an
-		// app that vanished without a word (a host gone, a partition)
-		// ends then, rather than when TCP keepalive gives up, minutes
-		// later.
-		HTTP2: &http.HTTP2Config{SendPingTimeout: h2cPingAfter, PingTimeout: h2cPingTimeout},
 	}
 }
-
-const h2cPingAfter, h2cPingTimeout = 30 * time.Second, 15 * time.Second
 
 // ServerProtocols are the protocols the proxy's listener speaks: HTTP/1.1
 // and HTTP/2 with prior knowledge (h2c), which gRPC clients use, on the
