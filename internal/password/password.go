@@ -91,13 +91,20 @@ type Hasher struct {
 	slotHook func() (done func())
 }
 
+// MaxConcurrency bounds the computations a Hasher runs at once: each keeps
+// its argon2id memory (19 MiB at the default parameters), so 256 keep 4.75
+// GiB, and more slots than CPUs add no throughput.
+const MaxConcurrency = 256
+
 // NewHasher returns a Hasher that writes hashes with p, runs at most
 // maxConcurrent computations at once (runtime.GOMAXPROCS(0) when
-// maxConcurrent <= 0), and draws salts from rand.
+// maxConcurrent <= 0, MaxConcurrency at the most), and draws salts from
+// rand.
 func NewHasher(p Params, maxConcurrent int, rand io.Reader) *Hasher {
 	if maxConcurrent <= 0 {
 		maxConcurrent = runtime.GOMAXPROCS(0)
 	}
+	maxConcurrent = min(maxConcurrent, MaxConcurrency)
 	return &Hasher{params: p, rand: rand, lim: defaultLimits,
 		sem: make(chan struct{}, maxConcurrent), mems: make(chan *argon2.Memory, maxConcurrent)}
 }

@@ -448,3 +448,18 @@ func TestLargerStoredMemoryIsNotKept(t *testing.T) {
 	default:
 	}
 }
+
+// The slots are bounded whatever the machine: the default, one per CPU,
+// went past MaxConcurrency on a host with more CPUs (or GOMAXPROCS), and
+// the memory limit derived from the slots with it.
+func TestSlotsAreBounded(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(MaxConcurrency + 44))
+	for _, asked := range []int{0, MaxConcurrency + 1} {
+		if got := NewHasher(cheap, asked, rand.Reader).Slots(); got != MaxConcurrency {
+			t.Errorf("NewHasher(%d) on %d CPUs has %d slots, want %d", asked, runtime.GOMAXPROCS(0), got, MaxConcurrency)
+		}
+	}
+	if got := NewHasher(cheap, 3, rand.Reader).Slots(); got != 3 {
+		t.Errorf("NewHasher(3) has %d slots, want 3", got)
+	}
+}
