@@ -321,7 +321,9 @@ func TestRequestWaitsOnTheStoreOnce(t *testing.T) {
 // within it, all pass. One allowance of the timeout per request, tried
 // before, answered them 503.
 func TestDistantRedisIsNotAnOutage(t *testing.T) {
-	const rtt, timeout = 100 * time.Millisecond, 300 * time.Millisecond
+	// Four calls of 300 ms outlast the 1 s timeout together; each has
+	// 700 ms to spare on a loaded machine.
+	const rtt, timeout = 300 * time.Millisecond, time.Second
 	u, setLatency := testdb.RedisRelay(t, nil)
 	st, err := redisstore.Open(u, timeout)
 	if err != nil {
@@ -346,7 +348,7 @@ func TestDistantRedisIsNotAnOutage(t *testing.T) {
 		t.Fatalf("login with Redis near = %d, want 200", code)
 	}
 	setLatency(rtt)
-	for i := range 3 {
+	for i := range 2 {
 		if code := login(); code != http.StatusOK {
 			t.Errorf("login %d with Redis %s away (timeout %s per call) = %d, want 200", i+1, rtt, timeout, code)
 		}

@@ -80,10 +80,10 @@ func TestCallsEndAtTheTimeout(t *testing.T) {
 	}
 }
 
-// A new connection is set up within the budget of the call that needs it,
-// so its handshake must be HELLO alone: go-redis's default CLIENT SETINFO
-// and CLIENT MAINT_NOTIFICATIONS round trips made a Redis ~70 ms away fail
-// every call of a 200 ms budget before a connection was ever ready.
+// A new connection is set up within the timeout of the call that needs
+// it, so its handshake must be HELLO alone: go-redis's default CLIENT
+// SETINFO and CLIENT MAINT_NOTIFICATIONS round trips made a Redis ~70 ms
+// away fail every call of a 200 ms timeout before a connection was ready.
 func TestNewConnectionHandshakeIsHello(t *testing.T) {
 	rec := new(recorder)
 	u, _ := testdb.RedisRelay(t, rec.forward)
