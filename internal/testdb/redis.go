@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/palisade-auth/palisade/internal/testnet"
 )
 
 // EnvRedis names the environment variable holding the URL of the Redis
@@ -130,59 +132,22 @@ func HangingRedis(t testing.TB) string {
 // it on the way; nil passes it as is. The relay closes when the test ends.
 func RedisRelay(t testing.TB, forward func(client io.Reader, redis io.Writer)) (rawURL string, setLatency func(time.Duration)) {
 	t.Helper()
-	if forward == nil {
-		forward = func(c io.Reader, r io.Writer) { io.Copy(r, c) }
-	}
 	u, err := url.Parse(Redis(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	target := u.Host
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	var toRedis testnet.Pass
+	if forward != nil {
+		toRedis = func(redis io.Writer, client io.Reader) { forward(client, redis) }
 	}
-	var (
-		latency atomic.Int64
-		mu      sync.Mutex
-		conns   []net.Conn
-		wg      sync.WaitGroup
-	)
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("tcp", target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			mu.Lock()
-			conns = append(conns, c, up)
-			mu.Unlock()
-			wg.Go(func() { forward(c, up); up.Close() })
-			wg.Go(func() { holdReplies(c, up, &latency) })
-		}
-	})
-	u.Host = ln.Addr().String()
+	var latency atomic.Int64
+	u.Host = testnet.Relay(t, u.Host, toRedis, func(client io.Writer, redis io.Reader) { holdReplies(client, redis, &latency) })
 	return u.String(), func(d time.Duration) { latency.Store(int64(d)) }
 }
 
 // holdReplies copies Redis's replies to the client, each read held for
 // the latency of the moment.
-func holdReplies(client net.Conn, redis io.Reader, latency *atomic.Int64) {
-	defer client.Close()
+func holdReplies(client io.Writer, redis io.Reader, latency *atomic.Int64) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := redis.Read(buf)
