@@ -52,6 +52,9 @@ type Verifier struct {
 	// UpstreamProtocol is how the proxy speaks to the upstream: http1, or
 	// h2c (HTTP/2 with prior knowledge, which gRPC needs).
 	UpstreamProtocol string
+	// UpstreamPingInterval, with h2c, is how long a connection to the
+	// upstream may stay silent before it is pinged; 0 never pings.
+	UpstreamPingInterval time.Duration
 }
 
 // KeyFlags registers the flags that say which tokens are valid.
@@ -77,6 +80,7 @@ func (c *Verifier) ServeFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Mode, "mode", ModeProxy, "proxy (forward valid requests to --upstream) or forward-auth (answer 200 or 401 for nginx, Traefik, Envoy)")
 	fs.StringVar(&c.Upstream, "upstream", "", "URL of the app behind the proxy (proxy mode): http(s)://host[:port], with an optional path prefixed to every request; no user, query or fragment")
 	fs.StringVar(&c.UpstreamProtocol, "upstream-protocol", "http1", "proxy mode: how requests reach --upstream: http1, or h2c (HTTP/2 without TLS, with prior knowledge; needed for gRPC, and --upstream must be http://)")
+	fs.DurationVar(&c.UpstreamPingInterval, "upstream-ping-interval", 0, "with --upstream-protocol h2c: ping a connection to the upstream that has been silent this long, and close it, ending its streams, when no answer comes within this long or 15s, whichever is shorter (0 = never; a grpc-go app must permit pings this often, see the README)")
 	fs.StringSliceVar(&c.PublicPaths, "public-path", nil, "path served without a token: exact, or a prefix ending in /* (repeatable)")
 	fs.StringSliceVar(&c.IssuerPaths, "issuer-path", nil, "proxy mode: path the issuer itself serves behind this verifier, exact or a prefix ending in /* (repeatable); only there does the upstream receive the issuer's refresh and CSRF cookies")
 	fs.StringSliceVar(&c.BrowserOrigins, "browser-origins", nil, "origins of browser apps whose access-token cookie is accepted; a cookie-authenticated unsafe request must come from one of them and carry the X-CSRF-Token header equal to the CSRF cookie (repeatable or comma-separated)")
@@ -223,6 +227,15 @@ func (c *Verifier) validateMode(add func(format string, args ...any)) {
 		add("--upstream-protocol must be http1 or h2c, got %q", c.UpstreamProtocol)
 	case c.UpstreamProtocol == "h2c" && c.Mode == ModeForwardAuth:
 		add("--upstream-protocol h2c is used only in proxy mode")
+	}
+	switch {
+	case c.UpstreamPingInterval < 0:
+		add("--upstream-ping-interval must not be negative, got %s", c.UpstreamPingInterval)
+	case c.UpstreamPingInterval > 0 && (c.UpstreamProtocol != "h2c" || c.Mode != ModeProxy):
+		// HTTP/1.1 has no ping: the flag would silently do nothing.
+		add("--upstream-ping-interval needs --upstream-protocol h2c in proxy mode")
+	case c.UpstreamPingInterval > 0 && c.UpstreamPingInterval < time.Second:
+		add("--upstream-ping-interval must be 0 or at least 1s, got %s", c.UpstreamPingInterval)
 	}
 	if c.Mode == ModeProxy && c.ForwardHeaders != "" {
 		add("--forward-auth-headers is used only in forward-auth mode")

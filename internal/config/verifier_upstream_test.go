@@ -36,6 +36,12 @@ func TestVerifierValidateUpstreamProtocol(t *testing.T) {
 		{"a public path not starting with /", []string{"--upstream", "http://app", "--public-path", "static/*"}, nil, "must start with /", ""},
 		{"an issuer path that never matches", []string{"--upstream", "http://app", "--issuer-path", "//v1/*"}, nil, "can never match", ""},
 		{"a blank trusted proxy", []string{"--upstream", "http://app", "--trusted-proxies", " "}, nil, "--trusted-proxies", ""},
+		{"pings to an h2c app", []string{"--upstream", "http://app", "--upstream-protocol", "h2c", "--upstream-ping-interval", "30s"}, nil, "", "h2c"},
+		{"pings from env", []string{"--upstream", "http://app"}, map[string]string{"VERIFIER_UPSTREAM_PING_INTERVAL": "30s"}, "needs --upstream-protocol h2c", ""},
+		{"pings to an HTTP/1.1 app", []string{"--upstream", "http://app", "--upstream-ping-interval", "30s"}, nil, "needs --upstream-protocol h2c", ""},
+		{"pings in forward-auth", []string{"--mode", "forward-auth", "--forward-auth-headers", "envoy", "--upstream-ping-interval", "30s"}, nil, "needs --upstream-protocol h2c", ""},
+		{"pings too often", []string{"--upstream", "http://app", "--upstream-protocol", "h2c", "--upstream-ping-interval", "10ms"}, nil, "at least 1s", ""},
+		{"negative pings", []string{"--upstream", "http://app", "--upstream-protocol", "h2c", "--upstream-ping-interval", "-1s"}, nil, "must not be negative", ""},
 		{"h2c in forward-auth", []string{"--mode", "forward-auth", "--forward-auth-headers", "envoy", "--upstream-protocol", "h2c"}, nil, "used only in proxy mode", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -54,6 +54,22 @@ func readmeGRPCArgs(t *testing.T, app, jwksURL string) []string {
 // client connection to it over h2c.
 func grpcVerifier(t *testing.T, register func(*grpc.Server), extra ...string) (*verifytest.KeySet, *verifierProc, *grpc.ClientConn) {
 	t.Helper()
+	return grpcVerifierWith(t, grpcApp{register: register}, extra...)
+}
+
+// grpcApp is the grpc-go server behind the verifier.
+type grpcApp struct {
+	register func(*grpc.Server)
+	options  []grpc.ServerOption
+	// relay, when set, returns the address the verifier is given for the
+	// app's: a relay to it.
+	relay func(app string) string
+}
+
+// grpcVerifierWith is grpcVerifier with the app's server options, and
+// optionally a relay between the verifier and the app.
+func grpcVerifierWith(t *testing.T, app grpcApp, extra ...string) (*verifytest.KeySet, *verifierProc, *grpc.ClientConn) {
+	t.Helper()
 	ks := verifytest.NewKeySet(t)
 	ks.Issuer, ks.Audience = "http://localhost:8080", "api"
 	keys := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -65,12 +81,16 @@ func grpcVerifier(t *testing.T, register func(*grpc.Server), extra ...string) (*
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := grpc.NewServer()
-	register(srv)
+	srv := grpc.NewServer(app.options...)
+	app.register(srv)
 	go srv.Serve(ln)
 	t.Cleanup(srv.Stop)
+	addr := ln.Addr().String()
+	if app.relay != nil {
+		addr = app.relay(addr)
+	}
 
-	v := startVerifier(t, append(readmeGRPCArgs(t, ln.Addr().String(), keys.URL+"/.well-known/jwks.json"), extra...)...)
+	v := startVerifier(t, append(readmeGRPCArgs(t, addr, keys.URL+"/.well-known/jwks.json"), extra...)...)
 	v.waitReady(t)
 	conn, err := grpc.NewClient("passthrough:///"+strings.TrimPrefix(v.base, "http://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

@@ -26,6 +26,10 @@ type Config struct {
 	// UpstreamProtocol is how the proxy speaks to the app: UpstreamHTTP1
 	// (the zero value "" too) or UpstreamH2C. Forward-auth has no app.
 	UpstreamProtocol string
+	// UpstreamPing, with UpstreamH2C and the default transport, is how
+	// long a connection to the app may stay silent before it is pinged
+	// (see NewH2CTransport); 0 never pings.
+	UpstreamPing time.Duration
 	// ForwardHeaders is the proxy whose headers forward-auth believes
 	// for the original method and URI; the zero value believes the
 	// request itself, as Envoy sends it.

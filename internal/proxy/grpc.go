@@ -175,10 +175,24 @@ const (
 // client spoke, goes over HTTP/2, which carries gRPC's trailers and
 // streams. One connection multiplexes many streams, so the pool stays
 // small.
-func NewH2CTransport() *http.Transport {
+//
+// ping > 0 pings a connection silent that long and closes it, ending every
+// stream on it, when no answer comes within ping or 15 s, whichever is
+// shorter: an app whose host vanished without a word (a node gone, a
+// partition) is noticed then, not when TCP keepalive gives up minutes
+// later. It is off by default because grpc-go servers take a client ping
+// sent within 5 minutes of the last one as a strike and after three end
+// the whole connection (GOAWAY too_many_pings), cutting every caller's
+// stream on it; an app must permit pings that often first.
+func NewH2CTransport(ping time.Duration) *http.Transport {
 	var protos http.Protocols
 	protos.SetUnencryptedHTTP2(true)
+	var h2 *http.HTTP2Config
+	if ping > 0 {
+		h2 = &http.HTTP2Config{SendPingTimeout: ping, PingTimeout: min(ping, maxPingTimeout)}
+	}
 	return &http.Transport{
+		HTTP2:           h2,
 		Protocols:       &protos,
 		DialContext:     (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		IdleConnTimeout: 90 * time.Second,
@@ -187,6 +201,9 @@ func NewH2CTransport() *http.Transport {
 		DisableCompression: true,
 	}
 }
+
+// maxPingTimeout bounds how long an unanswered ping keeps a connection.
+const maxPingTimeout = 15 * time.Second
 
 // ServerProtocols are the protocols the proxy's listener speaks: HTTP/1.1
 // and HTTP/2 with prior knowledge (h2c), which gRPC clients use, on the

@@ -33,7 +33,7 @@ func BenchmarkGRPCUnary(b *testing.B) {
 
 	bare := &httputil.ReverseProxy{
 		Rewrite:   func(pr *httputil.ProxyRequest) { pr.SetURL(up); pr.SetXForwarded() },
-		Transport: proxy.NewH2CTransport(),
+		Transport: proxy.NewH2CTransport(0),
 	}
 	bareAddr := serveH2C(b, bare)
 

@@ -47,13 +47,13 @@ func NewTransport() *http.Transport {
 
 // NewProxy returns the proxy to upstream, which speaks
 // cfg.UpstreamProtocol. transport nil means the protocol's own:
-// NewTransport() or NewH2CTransport().
+// NewTransport() or NewH2CTransport(cfg.UpstreamPing).
 func NewProxy(v *verify.Verifier, upstream *url.URL, transport http.RoundTripper, cfg Config) *Proxy {
 	h2c := cfg.UpstreamProtocol == UpstreamH2C
 	defaultTransport := transport == nil
 	switch {
 	case defaultTransport && h2c:
-		transport = NewH2CTransport()
+		transport = NewH2CTransport(cfg.UpstreamPing)
 	case defaultTransport:
 		transport = NewTransport()
 	}

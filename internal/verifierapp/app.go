@@ -237,7 +237,7 @@ func handler(cfg config.Verifier, v *verify.Verifier, metrics *proxy.Metrics, lo
 	if err != nil {
 		return nil, err
 	}
-	pcfg.UpstreamProtocol = cfg.UpstreamProtocol
+	pcfg.UpstreamProtocol, pcfg.UpstreamPing = cfg.UpstreamProtocol, cfg.UpstreamPingInterval
 	return proxy.NewProxy(v, upstream, nil, pcfg), nil
 }
 
