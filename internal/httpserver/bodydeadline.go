@@ -127,7 +127,17 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 	b.mu.Lock()
 	if b.finished || b.eof || b.lifted {
 		b.mu.Unlock()
-		return b.ReadCloser.Read(p)
+		n, err := b.ReadCloser.Read(p)
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			// A deadline set before the lift fired before it cleared the
+			// deadline (HTTP/2's is a timer that breaks the body): the
+			// client was late all the same, which the handler must learn
+			// (BodyTimedOut), not take for a failure of its own.
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			return n, b.timeout(err)
+		}
+		return n, err
 	}
 	// A writer that cannot set deadlines (none of net/http's) leaves the
 	// body unbounded, as it was.
@@ -146,10 +156,16 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 		b.eof = true
 		_ = b.ctl.SetReadDeadline(time.Time{})
 	case errors.Is(err, os.ErrDeadlineExceeded):
-		b.timedOut = true
-		err = fmt.Errorf("%w: %w", ErrBodyTimeout, err)
+		err = b.timeout(err)
 	}
 	return n, err
+}
+
+// timeout records that a read hit the deadline and returns its error as
+// ErrBodyTimeout. b.mu is held.
+func (b *deadlineBody) timeout(err error) error {
+	b.timedOut = true
+	return fmt.Errorf("%w: %w", ErrBodyTimeout, err)
 }
 
 // LiftBodyDeadlines ends the bounds on the rest of the body of the request

@@ -12,8 +12,10 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 )
 
@@ -351,5 +353,36 @@ func TestLiftBodyDeadlines(t *testing.T) {
 	<-cutOff // the other request's checks are done before the test is
 	if err := <-errs; status != http.StatusOK || err != nil || !strings.HasPrefix(got, fmt.Sprint(len("the rest"))) {
 		t.Errorf("after the lift and a silence that cut another body off: %d %q, read error %v; want 200 and the rest of the body", status, got, err)
+	}
+}
+
+// A deadline set before LiftBodyDeadlines can fire before the lift clears
+// it: HTTP/2 runs it as a timer that breaks the stream's body, and the
+// next read, after the lift, fails with it. That read is still the
+// client's timeout, never an error the handler would blame on itself (a
+// proxy's 502, gRPC's 14 instead of 4).
+func TestDeadlineThatFiredBeforeTheLiftIsATimeout(t *testing.T) {
+	type verdict struct {
+		err      error
+		timedOut bool
+	}
+	got := make(chan verdict, 1)
+	h := bodyDeadlines(0, time.Second, 0, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		head := make([]byte, len("head."))
+		if _, err := io.ReadFull(r.Body, head); err != nil {
+			got <- verdict{err: err}
+			return
+		}
+		LiftBodyDeadlines(r.Context())
+		_, err := r.Body.Read(make([]byte, 8))
+		got <- verdict{err, BodyTimedOut(r.Context())}
+	}))
+	// What an HTTP/2 body gives once its read deadline's timer has fired.
+	fired := fmt.Errorf("%w", os.ErrDeadlineExceeded)
+	body := io.NopCloser(io.MultiReader(strings.NewReader("head."), iotest.ErrReader(fired)))
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/", body))
+	v := <-got
+	if !errors.Is(v.err, ErrBodyTimeout) || !v.timedOut {
+		t.Errorf("read after the lift = %v, BodyTimedOut %v; want ErrBodyTimeout and true", v.err, v.timedOut)
 	}
 }
