@@ -3,12 +3,14 @@ package proxy
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/palisade-auth/palisade/internal/httpserver"
@@ -106,7 +108,42 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if rid := httpserver.RequestIDFromContext(r.Context()); rid != "" {
 		w = &keepRequestID{ResponseWriter: w, id: rid}
 	}
+	if r.ProtoMajor == 2 && httpserver.IsGRPC(r.Header) {
+		defer p.endBrokenCall(w, r)
+	}
 	p.rp.ServeHTTP(w, r)
+}
+
+// endBrokenCall, deferred, ends a gRPC call whose answer broke off after
+// the app's headers went out with the status its cause deserves, in
+// trailers: DEADLINE_EXCEEDED when the client's body stalled before its
+// first message was whole, UNAVAILABLE when the app or the connection to
+// it failed. ReverseProxy then panics with http.ErrAbortHandler, which
+// resets the stream, and a client reads only INTERNAL, not one it may
+// retry. A client that went away gets the reset: nobody reads trailers.
+func (p *Proxy) endBrokenCall(w http.ResponseWriter, r *http.Request) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	if v != http.ErrAbortHandler {
+		panic(v)
+	}
+	code, message := grpcUnavailable, "the application behind the verifier broke off the call"
+	switch {
+	case httpserver.BodyTimedOut(r.Context()):
+		code, message = grpcDeadlineExceeded, grpcRefusals[refuseBodyTimeout].message
+		p.cfg.Metrics.failure(FailureBodyTimeout)
+	case r.Context().Err() != nil:
+		p.cfg.Metrics.failure(FailureClientGone)
+		panic(v)
+	default:
+		p.cfg.Metrics.failure(FailureUpstream)
+		p.cfg.Logger.WarnContext(r.Context(), "upstream broke off a gRPC call")
+	}
+	h := w.Header()
+	h.Set(http.TrailerPrefix+"Grpc-Status", strconv.Itoa(code))
+	h.Set(http.TrailerPrefix+"Grpc-Message", grpcPercentEncode(message))
 }
 
 // keepRequestID puts the request's X-Request-Id back on the final answer:
@@ -146,6 +183,9 @@ func (p *Proxy) rewrite(upstream *url.URL) func(*httputil.ProxyRequest) {
 		// the whole connection, every user's calls on it. Cut, they used
 		// to reach the app as names without values.
 		pr.Out.Trailer = nil
+		if pr.In.ProtoMajor == 2 && pr.Out.Body != nil {
+			pr.Out.Body = &streamBody{ReadCloser: pr.Out.Body, in: pr.In.Body}
+		}
 		// The refresh and CSRF cookies are the issuer's business; an app
 		// (or its logs) holding them could renew the session or forge the
 		// double submit. Only the issuer's own paths, when it sits behind
@@ -160,6 +200,27 @@ func (p *Proxy) rewrite(upstream *url.URL) func(*httputil.ProxyRequest) {
 			pr.Out.Header.Set(httpserver.HeaderRequestID, rid)
 		}
 	}
+}
+
+// streamBody is the body ReverseProxy sends of a request that came over
+// HTTP/2, whose Close, from the transport, also closes the client's
+// stream's body. ReverseProxy's own wrapper ignores Close, and the HTTP/2
+// transport, once the app has ended its answer (a gRPC call's status, or
+// an early answer to an upload), closes the request body and waits for
+// the goroutine sending it, which waits on the client: without this, a
+// client keeping its side open (a bidirectional call, quiet after its
+// first message, which the body deadlines no longer bound) never got the
+// app's end of the call. An HTTP/2 body's Close only ends the stream's
+// reads (an HTTP/1.1 body's would read it to its end first).
+type streamBody struct {
+	io.ReadCloser
+	in io.Closer
+}
+
+func (b *streamBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.in.Close()
+	return err
 }
 
 func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
