@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"strings"
 	"time"
 
@@ -50,7 +51,7 @@ func (r *RateLimits) Validate() error {
 			p.addf("--rate-limit-store: %v", err)
 		}
 	default:
-		p.addf("--rate-limit-store must be database, memory or a redis:// or rediss:// URL, got %q", redisurl.Redact(r.RateLimitStore))
+		p.addf("--rate-limit-store must be database, memory or a redis:// or rediss:// URL, got %s", notAStore(r.RateLimitStore))
 	}
 	if r.RateLimitStoreTimeout < time.Millisecond || r.RateLimitStoreTimeout > 10*time.Second {
 		p.addf("--rate-limit-store-timeout must be from 1ms to 10s, got %s", r.RateLimitStoreTimeout)
@@ -66,4 +67,15 @@ func (r *RateLimits) shared(embedded bool) bool {
 		return !embedded
 	}
 	return r.RateLimitStore == RateLimitStoreDatabase
+}
+
+// notAStore describes a --rate-limit-store value that names no store: a
+// word as it is, anything else by what comes before its first ":", "/",
+// "@", "?" or "#" alone, since the rest of a URL may hold a password
+// (unix:///run/redis.sock?password=..., redis:/u:password@host).
+func notAStore(v string) string {
+	if i := strings.IndexAny(v, ":/@?#"); i >= 0 {
+		return fmt.Sprintf("%q (the rest not shown)", v[:i])
+	}
+	return fmt.Sprintf("%q", v)
 }

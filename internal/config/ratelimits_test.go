@@ -19,6 +19,11 @@ func TestRateLimitStoreValidation(t *testing.T) {
 		{"redis://u:s3cret@cache:6379/2", time.Millisecond, ""},
 		{"rediss://:s3cret@cache:6380/0?prefix=eu:", 10 * time.Second, ""},
 		{"redis", 200 * time.Millisecond, "--rate-limit-store must be"},
+		// Not a store: only what precedes the URL's first delimiter is
+		// shown, since any part of it may hold the password.
+		{"unix:///tmp/redis.sock?password=s3cret", 200 * time.Millisecond, `got "unix" (the rest not shown)`},
+		{"redis:/u:s3cret@cache", 200 * time.Millisecond, "--rate-limit-store must be"},
+		{"redis://cache:99999", 200 * time.Millisecond, "port must be from 1 to 65535"},
 		{"redis://u:s3cret@:6379", 200 * time.Millisecond, "--rate-limit-store:"},
 		{"redis://u:s3cret%zz@cache:6379", 200 * time.Millisecond, "--rate-limit-store:"},
 		// What only the Redis client checks is the issuer's to refuse

@@ -145,6 +145,9 @@ func TestRateLimitsRedisShared(t *testing.T) {
 func TestRateLimitsRedisOutage(t *testing.T) {
 	rs := startRedis(t, "")
 	is := startIssuer(t, testdb.SQLite(t), "--rate-limit-store", rs.url(), "--rate-limit-store-timeout", "200ms", "--rate-limit", "login=3/1m")
+	if strings.Contains(is.logs.String(), redisNotAnswering) {
+		t.Errorf("the issuer warned %q on a Redis that is up:\n%s", redisNotAnswering, is.logs.String())
+	}
 	email := uniqueEmail()
 	register(t, is, email)
 	r := postJSON(t, is.base+"/v1/login", loginBody(email, strongPassword))
@@ -182,12 +185,19 @@ func TestRateLimitsRedisOutage(t *testing.T) {
 	want429(t, "login #4 with Redis back", postJSON(t, is.base+"/v1/login", loginBody(email, strongPassword)), 3)
 }
 
+// redisNotAnswering is the issuer's warning at start when Redis does not
+// answer.
+const redisNotAnswering = "Redis did not answer at start"
+
 // A Redis that accepts and never answers costs a request the store's
 // timeout, not a hang: login answers 503, register passes. (The client's
 // 10 s timeout is a hang guard; the store-level test asserts that the
 // error is the timeout.)
 func TestRateLimitsRedisSilent(t *testing.T) {
 	is := startIssuer(t, testdb.SQLite(t), "--rate-limit-store", testdb.HangingRedis(t), "--rate-limit-store-timeout", "200ms")
+	if !strings.Contains(is.logs.String(), redisNotAnswering) {
+		t.Errorf("the issuer started on a silent Redis without a warning %q:\n%s", redisNotAnswering, is.logs.String())
+	}
 	email := uniqueEmail()
 	wantStatus(t, "register with a silent Redis", postJSON(t, is.base+"/v1/register", loginBody(email, strongPassword)), http.StatusCreated)
 	for i := 1; i <= 2; i++ {
@@ -365,22 +375,31 @@ func refreshRound(b *testing.B, is *issuer, chains []string, n int) time.Duratio
 // password; the flags' own check sees only the URL's shape, since the
 // verifier shares it and links no Redis client.
 func TestIssuerRefusesAMalformedRedisURL(t *testing.T) {
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	db := filepath.Join(t.TempDir(), "issuer.db")
-	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "issuer"), "serve",
-		"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
-		"--database-url", "sqlite:"+db, "--kek-file", kekFile(t),
-		"--rate-limit-store", "redis://u:s3cret@127.0.0.1:6379/x")
-	out, err := cmd.CombinedOutput()
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) || ctx.Err() != nil {
-		t.Fatalf("issuer serve = %v, want it to exit with an error\n%s", err, out)
-	}
-	if !strings.Contains(string(out), "--rate-limit-store") || strings.Contains(string(out), "s3cret") {
-		t.Errorf("issuer serve said %q, want an error naming --rate-limit-store without the password", out)
-	}
-	if _, err := os.Stat(db); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("the issuer opened its database before refusing its flags: stat = %v", err)
+	for _, raw := range []string{
+		"redis://u:s3cret@127.0.0.1:6379/x",
+		// go-redis panicked on this when the client was made, after the
+		// database was opened and migrated.
+		"redis://u:s3cret@127.0.0.1:6379/0?pool_size=-3",
+	} {
+		t.Run(raw, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			defer cancel()
+			db := filepath.Join(t.TempDir(), "issuer.db")
+			cmd := exec.CommandContext(ctx, filepath.Join(binDir, "issuer"), "serve",
+				"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
+				"--database-url", "sqlite:"+db, "--kek-file", kekFile(t),
+				"--rate-limit-store", raw)
+			out, err := cmd.CombinedOutput()
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || ctx.Err() != nil {
+				t.Fatalf("issuer serve = %v, want it to exit with an error\n%s", err, out)
+			}
+			if !strings.Contains(string(out), "--rate-limit-store") || strings.Contains(string(out), "s3cret") || strings.Contains(string(out), "panic") {
+				t.Errorf("issuer serve said %q, want an error naming --rate-limit-store without the password", out)
+			}
+			if _, err := os.Stat(db); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("the issuer opened its database before refusing its flags: stat = %v", err)
+			}
+		})
 	}
 }

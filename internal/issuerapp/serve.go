@@ -55,6 +55,12 @@ func (a *App) rateLimiter(ctx context.Context, cfg config.Issuer, reg prometheus
 		}
 		redisstore.SetLog(a.Log)
 		a.Log.InfoContext(ctx, "rate-limit counters in Redis", "url", redisurl.Redact(cfg.RateLimitStore), "timeout", cfg.RateLimitStoreTimeout)
+		// Not a reason to stop: Redis may come up after the issuer. But a
+		// wrong password, database or certificate is told now, not only
+		// on the first request.
+		if err := rs.Ping(ctx); err != nil {
+			a.Log.WarnContext(ctx, "Redis did not answer at start; each limit applies its failure policy until it does", "err", err)
+		}
 		st = rs
 	case cfg.SharedRateLimits():
 		st = ratelimit.NewGCRA(a.Store)

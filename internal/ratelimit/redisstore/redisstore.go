@@ -55,10 +55,17 @@ func Options(rawURL string, timeout time.Duration) (*redis.Options, string, erro
 		}
 		return nil, "", err
 	}
+	if err := checkPool(opt); err != nil {
+		return nil, "", err
+	}
 	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout, opt.PoolTimeout = timeout, timeout, timeout, timeout
 	opt.ContextTimeoutEnabled = true
-	// One attempt per call: a retry would only spend the same budget.
+	// One attempt per call, and one dial per new connection: a retry
+	// would only spend the same budget. go-redis dials five times, 100 ms
+	// apart, by default, so a refused or untrusted server cost every call
+	// its whole timeout and its error read as the timeout's.
 	opt.MaxRetries = -1
+	opt.DialerRetries = 1
 	// A new connection is set up within the timeout of the call that
 	// needs it, so every round trip of its handshake counts: by default
 	// go-redis adds CLIENT SETINFO and CLIENT MAINT_NOTIFICATIONS to HELLO,
@@ -69,6 +76,32 @@ func Options(rawURL string, timeout time.Duration) (*redis.Options, string, erro
 	opt.DisableIdentity = true
 	opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 	return opt, prefix, nil
+}
+
+// maxConns bounds the pool sizes a store URL may set: go-redis panics on
+// some out of range (a negative pool_size, any above 2^31-1) and opens a
+// connection per unit of min_idle_conns.
+const maxConns = 10000
+
+// checkPool refuses what the client would panic on, or could not use, in
+// the parameters of a store URL: the pool sizes out of range, a protocol
+// other than RESP2 or RESP3.
+func checkPool(opt *redis.Options) error {
+	for _, p := range []struct {
+		name string
+		n    int
+	}{
+		{"pool_size", opt.PoolSize}, {"min_idle_conns", opt.MinIdleConns},
+		{"max_idle_conns", opt.MaxIdleConns}, {"max_active_conns", opt.MaxActiveConns},
+	} {
+		if p.n < 0 || p.n > maxConns {
+			return fmt.Errorf("the Redis URL's %s must be from 0 to %d, got %d", p.name, maxConns, p.n)
+		}
+	}
+	if opt.Protocol != 0 && opt.Protocol != 2 && opt.Protocol != 3 {
+		return fmt.Errorf("the Redis URL's protocol must be 2 or 3, got %d", opt.Protocol)
+	}
+	return nil
 }
 
 // Open connects to the Redis at rawURL (see Options). It does not wait for

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -157,8 +158,14 @@ func TestDownRedisFails(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close()
 	st := open(t, "redis://"+addr+"/0", 200*time.Millisecond)
-	if _, err := st.Take(context.Background(), "k", ratelimit.Limit{Count: 1, Period: time.Minute}, time.Now()); err == nil {
+	_, err = st.Take(context.Background(), "k", ratelimit.Limit{Count: 1, Period: time.Minute}, time.Now())
+	if err == nil {
 		t.Fatal("Take on a closed port: no error")
+	}
+	// The refusal itself, at once: go-redis's default dials five times,
+	// 100 ms apart, so the call ran out its timeout and said only that.
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Errorf("Take on a closed port = %v, want the connection refused", err)
 	}
 }
 
@@ -184,6 +191,15 @@ func TestOptions(t *testing.T) {
 		{in: "redis://u:s3cret@cache:6379/0?nope=1", wantErr: true},
 		{in: "redis://u:s3cret@:6379", wantErr: true},
 		{in: "redis://u:s3cret%zz@cache", wantErr: true},
+		// go-redis panics on these when the client is made, after the
+		// database was opened and migrated; they are refused at start.
+		{in: "redis://u:s3cret@cache/0?pool_size=-3", wantErr: true},
+		{in: "redis://cache/0?pool_size=100000000000", wantErr: true},
+		{in: "redis://cache/0?min_idle_conns=100000000000", wantErr: true},
+		{in: "redis://cache/0?max_idle_conns=-1", wantErr: true},
+		{in: "redis://cache/0?max_active_conns=10001", wantErr: true},
+		{in: "redis://cache/0?protocol=7", wantErr: true},
+		{in: "redis://cache/0?pool_size=10000&protocol=2", addr: "cache:6379"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
@@ -206,8 +222,8 @@ func TestOptions(t *testing.T) {
 					t.Errorf("Options(%q) %s timeout = %v, want 150ms", tt.in, name, d)
 				}
 			}
-			if !opt.ContextTimeoutEnabled || opt.MaxRetries != -1 {
-				t.Errorf("Options(%q): context timeouts %v, retries %d, want true, -1", tt.in, opt.ContextTimeoutEnabled, opt.MaxRetries)
+			if !opt.ContextTimeoutEnabled || opt.MaxRetries != -1 || opt.DialerRetries != 1 {
+				t.Errorf("Options(%q): context timeouts %v, retries %d, dials %d; want true, -1, 1", tt.in, opt.ContextTimeoutEnabled, opt.MaxRetries, opt.DialerRetries)
 			}
 		})
 	}

@@ -8,6 +8,7 @@ package redisurl
 import (
 	"errors"
 	"net/url"
+	"strconv"
 	"strings"
 )
 
@@ -30,10 +31,15 @@ func Split(raw string) (client, prefix string, err error) {
 		return "", "", errors.New("malformed Redis URL")
 	}
 	if misplacedAt(u) {
-		return "", "", errors.New("the Redis URL has an @ after its host: percent-encode any /, ? or # in the user name and password (%2F, %3F, %23)")
+		return "", "", errors.New("the Redis URL has an @ after its host: percent-encode any /, ? or # in the user name and password (%2F, %3F, %23), and an @ in the prefix (%40)")
 	}
 	if u.Hostname() == "" {
 		return "", "", errors.New("the Redis URL needs a host")
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return "", "", errors.New("the Redis URL's port must be from 1 to 65535")
+		}
 	}
 	q := u.Query()
 	prefix = q.Get("prefix")

@@ -26,6 +26,11 @@ func TestSplit(t *testing.T) {
 		{in: "redis://default:4821#s3cret@cache:6379", wantErr: true},
 		{in: "redis://default:48%2F21%3Fs3cret%23@cache:6379/1", client: "redis://default:48%2F21%3Fs3cret%23@cache:6379/1"},
 		{in: "redis://cache/0?prefix=a%40b", client: "redis://cache/0", prefix: "a@b"},
+		// The client would take these, and fail every call.
+		{in: "redis://cache:0", wantErr: true},
+		{in: "redis://cache:65536", wantErr: true},
+		{in: "redis://cache:99999/0", wantErr: true},
+		{in: "redis://cache:65535", client: "redis://cache:65535"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
