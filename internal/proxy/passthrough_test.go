@@ -142,3 +142,29 @@ func TestRequestIDSurvivesEarlyHints(t *testing.T) {
 		}
 	}
 }
+
+// The app's response trailers reach an HTTP/1.1 client through an h2c
+// upstream too. An HTTP/2 answer may carry a Content-Length beside its
+// trailers; copied to the HTTP/1.1 answer, it meant a body without chunks,
+// which has no room for trailers, and they were lost.
+func TestResponseTrailersReachHTTP1Clients(t *testing.T) {
+	ks := verifytest.NewKeySet(t)
+	u := h2cApp(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Trailer", "X-Checksum")
+		w.Header().Set("Content-Length", "5")
+		w.Write([]byte("hello"))
+		w.Header().Set("X-Checksum", "abc")
+	})
+	addr := h2cVerifier(t, ks.Verifier(t), u, proxy.UpstreamH2C)
+	req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/x", nil)
+	req.Header.Set("Authorization", "Bearer "+ks.Token(t, "user-1"))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || string(body) != "hello" || resp.Trailer.Get("X-Checksum") != "abc" {
+		t.Fatalf("HTTP/1.1 answer = %q, %v, trailers %v; want hello and X-Checksum: abc", body, err, resp.Trailer)
+	}
+}

@@ -65,6 +65,15 @@ func NewProxy(v *verify.Verifier, upstream *url.URL, transport http.RoundTripper
 		Rewrite:      p.rewrite(upstream),
 		Transport:    transport,
 		ErrorHandler: p.upstreamError,
+		// An HTTP/2 answer may carry both a length and trailers; copied to
+		// an HTTP/1.1 client, the length meant a body without chunks,
+		// which cannot carry trailers, and they were dropped.
+		ModifyResponse: func(res *http.Response) error {
+			if len(res.Trailer) > 0 {
+				res.Header.Del("Content-Length")
+			}
+			return nil
+		},
 		ErrorLog:     slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
 		BufferPool:   buffers,
 	}
