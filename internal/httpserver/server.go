@@ -44,6 +44,10 @@ type Options struct {
 	// Protocols are the protocols the listener speaks (nil: net/http's
 	// default, which is HTTP/1 alone on a listener without TLS).
 	Protocols *http.Protocols
+	// AnswersServerOptions says the handler answers OPTIONS * itself (it
+	// includes ServerOptions), so that answer has a request id and an
+	// access log line; otherwise net/http answers it before any handler.
+	AnswersServerOptions bool
 }
 
 func (o Options) withDefaults() Options {
@@ -99,6 +103,8 @@ func New(name string, logger *slog.Logger, handler http.Handler, opts Options) *
 		IdleTimeout:       opts.IdleTimeout,
 		MaxHeaderBytes:    opts.MaxHeaderBytes,
 		Protocols:         opts.Protocols,
+
+		DisableGeneralOptionsHandler: opts.AnswersServerOptions,
 		// net/http's own complaints (TLS handshakes, bad requests it
 		// answers itself) go to the JSON log rather than stderr.
 		ErrorLog: slog.NewLogLogger(logger.With(slog.String("server", name)).Handler(), slog.LevelWarn),
@@ -253,4 +259,19 @@ func Run(ctx context.Context, servers ...*Server) error {
 		g.Go(func() error { return s.Serve(ctx) })
 	}
 	return g.Wait()
+}
+
+// ServerOptions answers OPTIONS *, a question about the server rather than
+// a resource, as net/http does (200, no body), and passes every other
+// request to next. Inside the request id and access log middleware, with
+// Options.AnswersServerOptions, it gives that answer both.
+func ServerOptions(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodOptions || r.RequestURI != "*" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("Content-Length", "0")
+		w.WriteHeader(http.StatusOK)
+	})
 }

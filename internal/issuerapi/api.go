@@ -186,7 +186,7 @@ func (a *API) Handler(metrics *httpserver.Metrics) http.Handler {
 	}
 	var h http.Handler = problemMux{mux: mux, writeError: a.writeError}
 	h = apiversion.Middleware(a.cfg.Deprecations, h)
-	h = httpserver.Recover(a.log, h)
+	h = httpserver.Recover(a.log, httpserver.ServerOptions(h))
 	h = httpserver.AccessLog(a.log, h)
 	return httpserver.RequestID(h)
 }

@@ -160,7 +160,9 @@ func (a *App) listen(cfg config.HTTP, api http.Handler, reg *prometheus.Registry
 	// Bodies are at most --max-body-bytes: the whole of one must arrive
 	// within --read-body-timeout.
 	timeouts := httpserver.Options{ReadHeaderTimeout: cfg.ReadHeaderTimeout, BodyTimeout: cfg.ReadBodyTimeout}
-	main := httpserver.New("api", a.Log, api, timeouts)
+	mainOpts := timeouts
+	mainOpts.AnswersServerOptions = true // issuerapi.Handler includes ServerOptions
+	main := httpserver.New("api", a.Log, api, mainOpts)
 	admin := http.NewServeMux()
 	admin.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	admin.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })

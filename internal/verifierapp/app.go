@@ -189,12 +189,13 @@ func Serve(ctx context.Context, cfg config.Verifier, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	h = httpserver.RequestID(httpserver.AccessLog(log, httpserver.Recover(log, h)))
+	h = httpserver.RequestID(httpserver.AccessLog(log, httpserver.Recover(log, httpserver.ServerOptions(h))))
 	// The verifier proxies uploads of any length: a body is bounded by
 	// how long it may stall and how slowly it may trickle, not by how
 	// long it takes.
 	timeouts := httpserver.Options{ReadHeaderTimeout: cfg.ReadHeaderTimeout, BodyIdleTimeout: cfg.ReadIdleTimeout, BodyMinRate: cfg.ReadMinRate}
 	mainOpts := timeouts
+	mainOpts.AnswersServerOptions = true
 	if cfg.Mode == config.ModeProxy {
 		// gRPC clients speak HTTP/2 with prior knowledge.
 		mainOpts.Protocols = proxy.ServerProtocols()
