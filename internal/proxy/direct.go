@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -54,6 +55,7 @@ type direct struct {
 // upConn is one connection to the upstream, with its buffers.
 type upConn struct {
 	net.Conn
+	head      headLimit // under br: bounds the answer's head
 	br        *bufio.Reader
 	bw        *bufio.Writer
 	look      *peeker // whether the app sent anything while idle
@@ -88,7 +90,7 @@ func directUpstream(u *url.URL) bool {
 // takes reports whether r is a request direct forwards: HTTP/1, no body,
 // a method net/http's Transport would replay, no upgrade (a WebSocket
 // goes through ReverseProxy; any other upgrade was dropped before), and
-// no semicolon in the query, which ReverseProxy rewrites.
+// a query ReverseProxy passes as it is (see queryAsIs).
 func (d *direct) takes(r *http.Request) bool {
 	if r.ProtoMajor != 1 || r.ContentLength != 0 || len(r.TransferEncoding) != 0 {
 		return false
@@ -101,7 +103,37 @@ func (d *direct) takes(r *http.Request) bool {
 	if _, ok := r.Header["Upgrade"]; ok {
 		return false
 	}
-	return !strings.Contains(r.URL.RawQuery, ";")
+	return queryAsIs(r.URL.RawQuery)
+}
+
+// queryAsIs reports whether ReverseProxy sends the query q on unchanged.
+// It re-encodes, against parameter smuggling, one with a ';', a malformed
+// escape or more than 10000 parameters (net/http/httputil's
+// cleanQueryParams), dropping what does not parse: such a query goes
+// through it, so the app sees the same query on both paths.
+func queryAsIs(q string) bool {
+	if strings.Count(q, "&") >= maxQueryParams {
+		return false
+	}
+	for i := 0; i < len(q); i++ {
+		switch q[i] {
+		case ';':
+			return false
+		case '%':
+			if i+2 >= len(q) || !isHex(q[i+1]) || !isHex(q[i+2]) {
+				return false
+			}
+			i += 2
+		}
+	}
+	return true
+}
+
+// maxQueryParams is net/url's default bound on a query's parameters.
+const maxQueryParams = 10000
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
 }
 
 // errDirectSwitch is an upstream's 101 to a request that asked for no
@@ -192,6 +224,7 @@ func (c *upConn) exchange(out *http.Request) (*http.Response, error) {
 	if _, err := c.br.Peek(1); err != nil {
 		return nil, beforeAnswer{err}
 	}
+	c.head.bound(c.br)
 	resp, err := http.ReadResponse(c.br, out)
 	if err == nil && c.reused && resp.StatusCode == http.StatusRequestTimeout {
 		resp.Body.Close()
@@ -221,9 +254,14 @@ func (d *direct) answer(w http.ResponseWriter, c *upConn, resp *http.Response, s
 			return errDirectSwitch
 		}
 		forwardInterim(w, resp)
+		c.head.bound(c.br)
 		if resp, err = http.ReadResponse(c.br, resp.Request); err != nil {
 			return err
 		}
+	}
+	c.head.left = -1
+	if !validStatus(resp.StatusCode) {
+		return errBadStatus
 	}
 	removeHopByHop(resp.Header)
 	h := w.Header()
@@ -329,7 +367,43 @@ func (d *direct) get(ctx context.Context, fresh bool) (*upConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &upConn{Conn: conn, br: bufio.NewReaderSize(conn, 4<<10), bw: bufio.NewWriterSize(conn, 4<<10), look: newPeeker(conn)}, nil
+	c := &upConn{Conn: conn, bw: bufio.NewWriterSize(conn, 4<<10), look: newPeeker(conn)}
+	c.head = headLimit{r: conn, left: -1}
+	c.br = bufio.NewReaderSize(&c.head, 4<<10)
+	return c, nil
+}
+
+// headLimit reads from r at most left bytes while left >= 0, as
+// Transport's MaxResponseHeaderBytes: set (bound) before each head of an
+// answer is read, a 1xx one included, as ReverseProxy's Transport does,
+// and off (-1) once the final one is. The bytes it counts include what the
+// buffer above reads ahead, up to its 4 KiB.
+type headLimit struct {
+	r    io.Reader
+	left int64
+}
+
+// bound allows the next head maxUpstreamHeaderBytes, br's buffered bytes
+// included.
+func (l *headLimit) bound(br *bufio.Reader) {
+	l.left = max(maxUpstreamHeaderBytes-int64(br.Buffered()), 0)
+}
+
+var errHeadTooLarge = fmt.Errorf("proxy: upstream answer's head exceeds %d bytes", maxUpstreamHeaderBytes)
+
+func (l *headLimit) Read(p []byte) (int, error) {
+	if l.left < 0 {
+		return l.r.Read(p)
+	}
+	if l.left == 0 {
+		return 0, errHeadTooLarge
+	}
+	if int64(len(p)) > l.left {
+		p = p[:l.left]
+	}
+	n, err := l.r.Read(p)
+	l.left -= int64(n)
+	return n, err
 }
 
 // idleConn takes the most recently used idle connection that has neither

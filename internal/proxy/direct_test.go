@@ -123,6 +123,12 @@ func TestDirectForwardsAsReverseProxyDoes(t *testing.T) {
 		{http.MethodHead, "/head", nil},
 		{http.MethodOptions, "/options?q", nil},
 		{http.MethodGet, "/semicolon?a=1;b=2", nil}, // ReverseProxy's own, in both
+		// Queries ReverseProxy re-encodes, dropping what does not parse:
+		// the app must see the same on both paths.
+		{http.MethodGet, "/badescape?b=2&a=%zz&c=3", nil},
+		{http.MethodGet, "/cutescape?x=1%2", nil},
+		{http.MethodGet, "/manyparams?" + strings.Repeat("&", 10000) + "b=2", nil},
+		{http.MethodGet, "/fine?a=%41&b=+&c", nil},
 	}
 	for _, tc := range cases {
 		var got [2]string
@@ -302,6 +308,35 @@ func TestDirectFailures(t *testing.T) {
 			}
 			if n := accepted.Load(); n != 1 {
 				t.Errorf("the upstream accepted %d connections, want 1", n)
+			}
+		})
+	}
+}
+
+// TestUpstreamAnswersOutOfBounds: an answer whose head passes 1 MiB (each
+// 1xx head has its own bound, as with ReverseProxy's Transport), or whose
+// status is not three digits from 100, is a 502 on both paths, not
+// a head of any size copied to the client (direct read it unbounded) nor
+// net/http's panic on the status (a 500 and a dropped connection).
+func TestUpstreamAnswersOutOfBounds(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		serve func(net.Conn)
+	}{
+		{"a 2 MiB header", func(c net.Conn) {
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nX-Big: "+strings.Repeat("a", 2<<20)+"\r\nContent-Length: 2\r\n\r\nok")
+		}},
+		{"status 099", func(c net.Conn) { io.WriteString(c, "HTTP/1.1 099 Odd\r\nContent-Length: 2\r\n\r\nok") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			addr, _ := rawUpstream(t, tc.serve)
+			f := newDirectFixture(t, addr)
+			for _, p := range []*Proxy{f.p, f.reference} {
+				f.serving.Store(p)
+				resp, body, _ := f.do(t, http.MethodGet, "/x", nil)
+				if resp.StatusCode != http.StatusBadGateway || len(resp.Header.Get("X-Big")) > 0 {
+					t.Errorf("direct %t: %d with %d bytes of X-Big, body %.40q; want 502", p.direct != nil, resp.StatusCode, len(resp.Header.Get("X-Big")), body)
+				}
 			}
 		})
 	}

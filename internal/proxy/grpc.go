@@ -198,7 +198,8 @@ func NewH2CTransport(ping time.Duration) *http.Transport {
 		IdleConnTimeout: 90 * time.Second,
 		// As NewTransport: the client's Accept-Encoding, or none, reaches
 		// the app, and bodies pass compressed as it sent them.
-		DisableCompression: true,
+		DisableCompression:     true,
+		MaxResponseHeaderBytes: maxUpstreamHeaderBytes,
 	}
 }
 

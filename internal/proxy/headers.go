@@ -37,7 +37,7 @@ func StripAuthHeaders(h http.Header) {
 
 func isAuthHeader(name string) bool { return headerNamed(name, "x-auth-", true) }
 
-// pathOverrides are the headers frameworks route by in place of the request
+// untrustedOnly are first the headers frameworks route by in place of the request
 // line when a front proxy vouches for them: X-Original-URL and
 // X-Rewrite-URL (Symfony, Laminas, IIS), X-Forwarded-Prefix (Spring,
 // ASP.NET Core, Traefik), X-Script-Name (the WSGI "ReverseProxied"
@@ -46,19 +46,25 @@ func isAuthHeader(name string) bool { return headerNamed(name, "x-auth-", true) 
 // verifier judged the request line; a client's "/public/a.css" carrying
 // "X-Original-URL: /admin" would otherwise reach an app's /admin with no
 // token.
-var pathOverrides = []string{
+//
+// The forwarding headers follow, in the spellings the proxy does not
+// itself replace: X-Forwarded-For, -Host and -Proto and Forwarded with
+// '_' (CGI-style servers read X_Forwarded_For as X-Forwarded-For), and
+// X-Real-IP, which many apps take for the client's address.
+var untrustedOnly = []string{
 	"x-original-url", "x-rewrite-url", "x-forwarded-prefix", "x-script-name",
 	"x-forwarded-uri", "x-original-uri", "x-original-path", "x-envoy-original-path",
 	"x-forwarded-path",
+	"x-forwarded-for", "x-forwarded-host", "x-forwarded-proto", "forwarded", "x-real-ip",
 }
 
-// stripPathOverrides deletes the pathOverrides headers in either spelling
+// stripUntrusted deletes the untrustedOnly headers in either spelling
 // (with '-' or '_', any case). The proxy calls it unless the peer is a
-// trusted proxy, which answers for what it forwards, as it does for
-// X-Forwarded-For.
-func stripPathOverrides(h http.Header) {
+// trusted proxy, which answers for what it forwards, before it sets
+// X-Forwarded-For, -Host and -Proto itself.
+func stripUntrusted(h http.Header) {
 	for name := range h {
-		for _, o := range pathOverrides {
+		for _, o := range untrustedOnly {
 			if headerNamed(name, o, false) {
 				delete(h, name)
 				break

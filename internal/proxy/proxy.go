@@ -26,6 +26,17 @@ type Proxy struct {
 	hiddenCookies []string // never forwarded to the app
 }
 
+// maxUpstreamHeaderBytes bounds the head of an upstream's answer, 1xx
+// answers included, on every path to the app: net/http's default of 10
+// MB per answer let an app push the verifier far past its memory limit.
+const maxUpstreamHeaderBytes = 1 << 20
+
+// errBadStatus is an upstream answer whose status has not three digits
+// from 100 up; http.ResponseWriter.WriteHeader panics on it.
+var errBadStatus = errors.New("proxy: upstream answered with an invalid status code")
+
+func validStatus(code int) bool { return code >= 100 && code <= 999 }
+
 // NewTransport is the HTTP/1.1 transport to the upstream, the app beside
 // us: an idle pool as large as the concurrency we serve, since every
 // request of every client goes to that one host and a pool too small
@@ -35,15 +46,16 @@ type Proxy struct {
 // and timeouts on connecting, never on a response, which may stream.
 func NewTransport() *http.Transport {
 	return &http.Transport{
-		Proxy:                 nil,
-		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		ForceAttemptHTTP2:     false,
-		MaxIdleConns:          1024,
-		MaxIdleConnsPerHost:   1024,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   10 * time.Second,
-		ExpectContinueTimeout: time.Second,
-		DisableCompression:    true,
+		Proxy:                  nil,
+		DialContext:            (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		ForceAttemptHTTP2:      false,
+		MaxIdleConns:           1024,
+		MaxIdleConnsPerHost:    1024,
+		IdleConnTimeout:        90 * time.Second,
+		TLSHandshakeTimeout:    10 * time.Second,
+		ExpectContinueTimeout:  time.Second,
+		DisableCompression:     true,
+		MaxResponseHeaderBytes: maxUpstreamHeaderBytes,
 	}
 }
 
@@ -69,13 +81,16 @@ func NewProxy(v *verify.Verifier, upstream *url.URL, transport http.RoundTripper
 		// an HTTP/1.1 client, the length meant a body without chunks,
 		// which cannot carry trailers, and they were dropped.
 		ModifyResponse: func(res *http.Response) error {
+			if !validStatus(res.StatusCode) {
+				return errBadStatus // 502, not net/http's panic on WriteHeader
+			}
 			if len(res.Trailer) > 0 {
 				res.Header.Del("Content-Length")
 			}
 			return nil
 		},
-		ErrorLog:     slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
-		BufferPool:   buffers,
+		ErrorLog:   slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
+		BufferPool: buffers,
 	}
 	if defaultTransport && !h2c && directUpstream(upstream) {
 		p.direct = newDirect(upstream, p.rewrite(upstream), buffers)
@@ -182,7 +197,7 @@ func (p *Proxy) rewrite(upstream *url.URL) func(*httputil.ProxyRequest) {
 			// client's own X-Forwarded-For is dropped.
 			pr.Out.Header["X-Forwarded-For"] = pr.In.Header["X-Forwarded-For"]
 		} else {
-			stripPathOverrides(pr.Out.Header)
+			stripUntrusted(pr.Out.Header)
 		}
 		pr.SetXForwarded()
 		StripAuthHeaders(pr.Out.Header)

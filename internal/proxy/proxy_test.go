@@ -287,11 +287,15 @@ func TestProxyForwardedFor(t *testing.T) {
 // TestProxyPathOverrides checks that headers an app may route by in place
 // of the request line reach it only from a trusted proxy: from anyone else
 // "/public/a.css" with "X-Original-URL: /admin" would be the app's /admin.
+// So do the spellings of the forwarding headers the proxy does not set
+// itself, and X-Real-IP, which apps take for the client's address.
 func TestProxyPathOverrides(t *testing.T) {
 	overrides := map[string]string{
 		"X-Original-URL": "/admin", "X_Rewrite_URL": "/admin", "x-forwarded-prefix": "/admin",
 		"X-Forwarded-Uri": "/admin", "X-Original-Uri": "/admin", "X-Forwarded-Path": "/admin",
 		"X-Script-Name": "/public", "X-Original-Path": "/admin", "x-envoy-original-path": "/admin",
+		"X_Forwarded_For": "6.6.6.6", "X_Forwarded_Host": "admin.internal", "x_forwarded_proto": "https",
+		"X-Real-Ip": "6.6.6.6", "x_real_ip": "6.6.6.6",
 	}
 	for _, tc := range []struct {
 		name    string
