@@ -380,6 +380,7 @@ func TestIssuerRefusesAMalformedRedisURL(t *testing.T) {
 		// go-redis panicked on this when the client was made, after the
 		// database was opened and migrated.
 		"redis://u:s3cret@127.0.0.1:6379/0?pool_size=-3",
+		"redis://u:s3cret@127.0.0.1:6379/0?pipeline_pool_size=100000000000",
 	} {
 		t.Run(raw, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)

@@ -146,3 +146,30 @@ func TestH2CEarlyAnswerWhileTheBodyIsOpen(t *testing.T) {
 		t.Fatalf("upload with the body open = %d %q, %v; want the app's 413", resp.StatusCode, got, err)
 	}
 }
+
+// TestGRPCWebBreakIsReset: a gRPC-Web client reads its status from the
+// body, never from HTTP trailers, so a gRPC-Web answer the app breaks off
+// is reset, as a plain HTTP one is, and not ended cleanly with trailers it
+// would take for a complete answer.
+func TestGRPCWebBreakIsReset(t *testing.T) {
+	ks := verifytest.NewKeySet(t)
+	up := h2cApp(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/grpc-web+proto")
+		w.Write([]byte{0, 0, 0, 0, 10, 1, 2}) // a message cut short
+		http.NewResponseController(w).Flush()
+		panic(http.ErrAbortHandler)
+	})
+	p := proxy.NewProxy(ks.Verifier(t), up, nil, proxy.Config{Logger: slog.New(slog.DiscardHandler), UpstreamProtocol: proxy.UpstreamH2C})
+	addr := serveProxy(t, p, httpserver.Options{})
+	req, _ := http.NewRequestWithContext(callCtx(t), http.MethodPost, "http://"+addr+"/svc/Method", strings.NewReader("\x00\x00\x00\x00\x00"))
+	req.Header.Set("Content-Type", "application/grpc-web+proto")
+	req.Header.Set("Authorization", "Bearer "+ks.Token(t, "user-1"))
+	resp, err := h2cClient(t).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if _, err := io.ReadAll(resp.Body); err == nil {
+		t.Fatalf("a gRPC-Web answer the app broke off read to a clean end, trailers %v; want the stream reset", resp.Trailer)
+	}
+}

@@ -146,25 +146,48 @@ func TestRequestIDSurvivesEarlyHints(t *testing.T) {
 // The app's response trailers reach an HTTP/1.1 client through an h2c
 // upstream too. An HTTP/2 answer may carry a Content-Length beside its
 // trailers; copied to the HTTP/1.1 answer, it meant a body without chunks,
-// which has no room for trailers, and they were lost.
+// which has no room for trailers, and they were lost: those it announced,
+// and those it did not, sent to a client that accepts trailers. A HEAD
+// answer keeps its length.
 func TestResponseTrailersReachHTTP1Clients(t *testing.T) {
 	ks := verifytest.NewKeySet(t)
 	u := h2cApp(t, func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Trailer", "X-Checksum")
+		if r.URL.Path == "/announced" {
+			w.Header().Set("Trailer", "X-Checksum")
+		}
 		w.Header().Set("Content-Length", "5")
 		w.Write([]byte("hello"))
-		w.Header().Set("X-Checksum", "abc")
+		w.Header().Set(http.TrailerPrefix+"X-Checksum", "abc")
 	})
 	addr := h2cVerifier(t, ks.Verifier(t), u, proxy.UpstreamH2C)
-	req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/x", nil)
-	req.Header.Set("Authorization", "Bearer "+ks.Token(t, "user-1"))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
+	do := func(method, path string, te bool) (*http.Response, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, "http://"+addr+path, nil)
+		req.Header.Set("Authorization", "Bearer "+ks.Token(t, "user-1"))
+		if te {
+			req.Header.Set("Te", "trailers")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		return resp, string(body)
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil || string(body) != "hello" || resp.Trailer.Get("X-Checksum") != "abc" {
-		t.Fatalf("HTTP/1.1 answer = %q, %v, trailers %v; want hello and X-Checksum: abc", body, err, resp.Trailer)
+	for _, tc := range []struct {
+		path string
+		te   bool
+	}{{"/announced", false}, {"/unannounced", true}} {
+		resp, body := do(http.MethodGet, tc.path, tc.te)
+		if body != "hello" || resp.Trailer.Get("X-Checksum") != "abc" {
+			t.Errorf("GET %s over HTTP/1.1 = %q, trailers %v; want hello and X-Checksum: abc", tc.path, body, resp.Trailer)
+		}
+	}
+	if resp, _ := do(http.MethodHead, "/announced", true); resp.ContentLength != 5 {
+		t.Errorf("HEAD over HTTP/1.1: Content-Length %d, want the app's 5", resp.ContentLength)
 	}
 }

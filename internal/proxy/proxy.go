@@ -11,7 +11,10 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/palisade-auth/palisade/internal/httpserver"
 	"github.com/palisade-auth/palisade/pkg/verify"
@@ -24,6 +27,16 @@ type Proxy struct {
 	rp            *httputil.ReverseProxy
 	direct        *direct  // nil: every request goes through rp
 	hiddenCookies []string // never forwarded to the app
+}
+
+// mayHaveTrailers reports whether res, with a body, announced trailers or
+// is an HTTP/2 answer to a request that accepts them ("TE: trailers"),
+// which may add trailers it did not announce.
+func mayHaveTrailers(res *http.Response) bool {
+	if res.Request.Method == http.MethodHead || res.StatusCode == http.StatusNoContent || res.StatusCode == http.StatusNotModified {
+		return false
+	}
+	return len(res.Trailer) > 0 || res.ProtoMajor == 2 && httpguts.HeaderValuesContainsToken(res.Request.Header["Te"], "trailers")
 }
 
 // maxUpstreamHeaderBytes bounds the head of an upstream's answer, 1xx
@@ -77,14 +90,14 @@ func NewProxy(v *verify.Verifier, upstream *url.URL, transport http.RoundTripper
 		Rewrite:      p.rewrite(upstream),
 		Transport:    transport,
 		ErrorHandler: p.upstreamError,
-		// An HTTP/2 answer may carry both a length and trailers; copied to
-		// an HTTP/1.1 client, the length meant a body without chunks,
-		// which cannot carry trailers, and they were dropped.
 		ModifyResponse: func(res *http.Response) error {
 			if !validStatus(res.StatusCode) {
 				return errBadStatus // 502, not net/http's panic on WriteHeader
 			}
-			if len(res.Trailer) > 0 {
+			if mayHaveTrailers(res) {
+				// An HTTP/2 answer may carry both a length and trailers;
+				// copied to an HTTP/1.1 client, the length meant a body
+				// without chunks, which has no room for them.
 				res.Header.Del("Content-Length")
 			}
 			return nil
@@ -132,10 +145,17 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if rid := httpserver.RequestIDFromContext(r.Context()); rid != "" {
 		w = &keepRequestID{ResponseWriter: w, id: rid}
 	}
-	if r.ProtoMajor == 2 && httpserver.IsGRPC(r.Header) {
+	if r.ProtoMajor == 2 && isGRPCOverHTTP2(r.Header) {
 		defer p.endBrokenCall(w, r)
 	}
 	p.rp.ServeHTTP(w, r)
+}
+
+// isGRPCOverHTTP2 reports a gRPC call that reads its status from HTTP/2
+// trailers: gRPC-Web carries its trailers in the body, and a cut answer
+// is better reset there than made to look complete.
+func isGRPCOverHTTP2(h http.Header) bool {
+	return httpserver.IsGRPC(h) && !strings.HasPrefix(strings.ToLower(h.Get("Content-Type")), "application/grpc-web")
 }
 
 // endBrokenCall, deferred, ends a gRPC call whose answer broke off after

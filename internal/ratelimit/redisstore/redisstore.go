@@ -88,14 +88,16 @@ const maxConns = 10000
 // other than RESP2 or RESP3.
 func checkPool(opt *redis.Options) error {
 	for _, p := range []struct {
-		name string
-		n    int
+		name  string
+		n     int
+		least int
 	}{
-		{"pool_size", opt.PoolSize}, {"min_idle_conns", opt.MinIdleConns},
-		{"max_idle_conns", opt.MaxIdleConns}, {"max_active_conns", opt.MaxActiveConns},
+		{"pool_size", opt.PoolSize, 0}, {"min_idle_conns", opt.MinIdleConns, 0},
+		{"max_idle_conns", opt.MaxIdleConns, 0}, {"max_active_conns", opt.MaxActiveConns, 0},
+		{"pipeline_pool_size", opt.PipelinePoolSize, -1}, // -1: no pipeline pool
 	} {
-		if p.n < 0 || p.n > maxConns {
-			return fmt.Errorf("the Redis URL's %s must be from 0 to %d, got %d", p.name, maxConns, p.n)
+		if p.n < p.least || p.n > maxConns {
+			return fmt.Errorf("the Redis URL's %s must be from %d to %d, got %d", p.name, p.least, maxConns, p.n)
 		}
 	}
 	if opt.Protocol != 0 && opt.Protocol != 2 && opt.Protocol != 3 {

@@ -199,6 +199,10 @@ func TestOptions(t *testing.T) {
 		{in: "redis://cache/0?max_idle_conns=-1", wantErr: true},
 		{in: "redis://cache/0?max_active_conns=10001", wantErr: true},
 		{in: "redis://cache/0?protocol=7", wantErr: true},
+		{in: "redis://cache/0?pipeline_pool_size=100000000000", wantErr: true},
+		{in: "redis://cache/0?pipeline_pool_size=2000000000", wantErr: true},
+		{in: "redis://cache/0?pipeline_pool_size=-2", wantErr: true},
+		{in: "redis://cache/0?pipeline_pool_size=-1", addr: "cache:6379"},
 		{in: "redis://cache/0?pool_size=10000&protocol=2", addr: "cache:6379"},
 	}
 	for _, tt := range tests {
