@@ -3,9 +3,7 @@ package proxy_test
 import (
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -42,15 +40,7 @@ func (*answerOnce) FullDuplexCall(stream testpb.TestService_FullDuplexCallServer
 // that ends the app at once, as a crash does.
 func streamApp(t *testing.T, ks *verifytest.KeySet, svc testpb.TestServiceServer) (addr string, stop func()) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	testpb.RegisterTestServiceServer(srv, svc)
-	go srv.Serve(ln)
-	t.Cleanup(srv.Stop)
-	up := &url.URL{Scheme: "http", Host: ln.Addr().String()}
+	up, srv := serveGRPC(t, func(s *grpc.Server) { testpb.RegisterTestServiceServer(s, svc) })
 	p := proxy.NewProxy(ks.Verifier(t), up, nil, proxy.Config{Logger: slog.New(slog.DiscardHandler), UpstreamProtocol: proxy.UpstreamH2C})
 	return serveProxy(t, p, httpserver.Options{BodyIdleTimeout: 30 * time.Second, BodyMinRate: 1024}), srv.Stop
 }

@@ -3,7 +3,6 @@ package proxy_test
 import (
 	"context"
 	"log/slog"
-	"net"
 	"net/url"
 	"testing"
 	"time"
@@ -25,16 +24,9 @@ import (
 // without TLS speak.
 func echoApp(t testing.TB) (*grpctest.Echo, *url.URL) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	echo := &grpctest.Echo{}
-	srv := grpc.NewServer()
-	testpb.RegisterTestServiceServer(srv, echo)
-	go srv.Serve(ln)
-	t.Cleanup(srv.Stop)
-	return echo, &url.URL{Scheme: "http", Host: ln.Addr().String()}
+	u, _ := serveGRPC(t, func(s *grpc.Server) { testpb.RegisterTestServiceServer(s, echo) })
+	return echo, u
 }
 
 // TestGRPCQuietStreams: the body deadlines bound a gRPC call until its

@@ -26,16 +26,25 @@ import (
 // without TLS does.
 func grpcApp(t testing.TB) (*grpctest.Health, *url.URL) {
 	t.Helper()
+	rec := grpctest.NewHealth()
+	u, _ := serveGRPC(t, func(s *grpc.Server) { healthpb.RegisterHealthServer(s, rec) })
+	return rec, u
+}
+
+// serveGRPC serves a grpc-go server with the services register adds, on
+// loopback over h2c, until the test ends; it returns the server's URL and
+// the server, whose Stop ends it at once, as a crash does.
+func serveGRPC(t testing.TB, register func(*grpc.Server)) (*url.URL, *grpc.Server) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := grpctest.NewHealth()
 	srv := grpc.NewServer()
-	healthpb.RegisterHealthServer(srv, rec)
+	register(srv)
 	go srv.Serve(ln)
 	t.Cleanup(srv.Stop)
-	return rec, &url.URL{Scheme: "http", Host: ln.Addr().String()}
+	return &url.URL{Scheme: "http", Host: ln.Addr().String()}, srv
 }
 
 func grpcClient(t testing.TB, addr string) healthpb.HealthClient {
