@@ -39,9 +39,9 @@ func mayHaveTrailers(res *http.Response) bool {
 	return len(res.Trailer) > 0 || res.ProtoMajor == 2 && httpguts.HeaderValuesContainsToken(res.Request.Header["Te"], "trailers")
 }
 
-// maxUpstreamHeaderBytes bounds the head of an upstream's answer, 1xx
-// answers included, on every path to the app: net/http's default of 10
-// MB per answer let an app push the verifier far past its memory limit.
+// maxUpstreamHeaderBytes bounds each head of an upstream's answer, a 1xx
+// one too, on every path to the app: net/http's default of 10 MB let an
+// app push the verifier far past its memory limit.
 const maxUpstreamHeaderBytes = 1 << 20
 
 // errBadStatus is an upstream answer whose status has not three digits
