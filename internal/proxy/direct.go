@@ -47,6 +47,10 @@ type direct struct {
 	idleTime time.Duration
 	now      func() time.Time
 
+	// noQuery: ReverseProxy re-encodes every query (GODEBUG
+	// urlmaxqueryparams is set), so direct takes none.
+	noQuery bool
+
 	mu    sync.Mutex
 	idle  []*upConn   // most recently used last
 	sweep *time.Timer // pending while idle is not empty
@@ -79,7 +83,42 @@ func newDirect(upstream *url.URL, rewrite func(*httputil.ProxyRequest), buffers 
 		addr: host, rewrite: rewrite, buffers: buffers,
 		dialer:  net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second},
 		maxIdle: directMaxIdle, idleTime: directIdleTime, now: time.Now,
+		noQuery: reencodesEveryQuery(),
 	}
+}
+
+// reencodesEveryQuery reports whether ReverseProxy, under this process's
+// GODEBUG, re-encodes every query and not only those queryAsIs declines:
+// it does whenever urlmaxqueryparams is set, to any value. It asks a
+// ReverseProxy, which is exact whatever the GODEBUG came from (the
+// environment, or the module's defaults).
+func reencodesEveryQuery() bool {
+	const q = "b&a"
+	var got string
+	rp := &httputil.ReverseProxy{
+		Rewrite:      func(pr *httputil.ProxyRequest) { got = pr.Out.URL.RawQuery },
+		Transport:    refuseAll{},
+		ErrorHandler: func(http.ResponseWriter, *http.Request, error) {},
+	}
+	rp.ServeHTTP(discardAnswer{}, &http.Request{
+		Method: http.MethodGet, URL: &url.URL{Path: "/", RawQuery: q}, Header: http.Header{},
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Host: "probe",
+	})
+	return got != q
+}
+
+// discardAnswer is a ResponseWriter that keeps nothing.
+type discardAnswer struct{}
+
+func (discardAnswer) Header() http.Header         { return http.Header{} }
+func (discardAnswer) Write(p []byte) (int, error) { return len(p), nil }
+func (discardAnswer) WriteHeader(int)             {}
+
+// refuseAll is a transport that sends nothing.
+type refuseAll struct{}
+
+func (refuseAll) RoundTrip(*http.Request) (*http.Response, error) {
+	return nil, errors.New("proxy: probe only")
 }
 
 // directUpstream reports whether the upstream suits direct: plain HTTP.
@@ -103,7 +142,7 @@ func (d *direct) takes(r *http.Request) bool {
 	if _, ok := r.Header["Upgrade"]; ok {
 		return false
 	}
-	return queryAsIs(r.URL.RawQuery)
+	return r.URL.RawQuery == "" || !d.noQuery && queryAsIs(r.URL.RawQuery)
 }
 
 // queryAsIs reports whether ReverseProxy sends the query q on unchanged.

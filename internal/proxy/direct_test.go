@@ -12,6 +12,8 @@ import (
 	"net/http/httptrace"
 	"net/textproto"
 	"net/url"
+	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -729,5 +731,21 @@ func waitLoud(t *testing.T, p *peeker, when string) {
 			t.Fatalf("still quiet 10s %s", when)
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestDirectFollowsReverseProxysQueryRule: with GODEBUG urlmaxqueryparams
+// set, to any value, ReverseProxy re-encodes every query; direct then
+// takes none, so TestDirectForwardsAsReverseProxyDoes holds under it too.
+// It runs in a child process, since GODEBUG is read at start.
+func TestDirectFollowsReverseProxysQueryRule(t *testing.T) {
+	if os.Getenv("GODEBUG") != "" {
+		t.Skip("runs its own GODEBUG") // the child, or a GODEBUG of the caller's
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestDirectForwardsAsReverseProxyDoes$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), "GODEBUG=urlmaxqueryparams=10000")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestDirectForwardsAsReverseProxyDoes") {
+		t.Fatalf("with GODEBUG=urlmaxqueryparams=10000: %v\n%s", err, out)
 	}
 }

@@ -33,6 +33,10 @@ type Proxy struct {
 // is an HTTP/2 answer to a request that accepts them ("TE: trailers"),
 // which may add trailers it did not announce.
 func mayHaveTrailers(res *http.Response) bool {
+	if res.Request == nil {
+		// A transport of the caller's own may leave it out.
+		return len(res.Trailer) > 0
+	}
 	if res.Request.Method == http.MethodHead || res.StatusCode == http.StatusNoContent || res.StatusCode == http.StatusNotModified {
 		return false
 	}
