@@ -140,6 +140,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if id != nil && p.cfg.UpstreamProtocol == UpstreamH2C {
 		r = boundFirstMessage(r)
 	}
+	defer p.endBrokenAnswer(w, r)
 	if p.direct != nil && up != upgradeWebSocket && p.direct.takes(r) {
 		if err := p.direct.serve(w, r); err != nil {
 			p.upstreamError(w, r, err)
@@ -148,9 +149,6 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if rid := httpserver.RequestIDFromContext(r.Context()); rid != "" {
 		w = &keepRequestID{ResponseWriter: w, id: rid}
-	}
-	if r.ProtoMajor == 2 && isGRPCOverHTTP2(r.Header) {
-		defer p.endBrokenCall(w, r)
 	}
 	p.rp.ServeHTTP(w, r)
 }
@@ -162,14 +160,17 @@ func isGRPCOverHTTP2(h http.Header) bool {
 	return httpserver.IsGRPC(h) && !strings.HasPrefix(strings.ToLower(h.Get("Content-Type")), "application/grpc-web")
 }
 
-// endBrokenCall, deferred, ends a gRPC call whose answer broke off after
-// the app's headers went out with the status its cause deserves, in
-// trailers: DEADLINE_EXCEEDED when the client's body stalled before its
-// first message was whole, UNAVAILABLE when the app or the connection to
-// it failed. ReverseProxy then panics with http.ErrAbortHandler, which
-// resets the stream, and a client reads only INTERNAL, not one it may
-// retry. A client that went away gets the reset: nobody reads trailers.
-func (p *Proxy) endBrokenCall(w http.ResponseWriter, r *http.Request) {
+// endBrokenAnswer, deferred, accounts for an answer that broke off after
+// its head went out: both paths then panic with http.ErrAbortHandler,
+// which resets the stream so the client cannot take the answer for
+// complete. It counts and logs why (verifier_proxy_failures_total), and
+// ends a gRPC call with the status the cause deserves, in trailers, where
+// a reset reads only as INTERNAL, not one a client may retry:
+// DEADLINE_EXCEEDED when the client's body stalled before its first
+// message was whole, UNAVAILABLE when the app or the connection to it
+// failed. Anything else, and an answer to a client that went away, is
+// reset as before.
+func (p *Proxy) endBrokenAnswer(w http.ResponseWriter, r *http.Request) {
 	v := recover()
 	if v == nil {
 		return
@@ -187,7 +188,10 @@ func (p *Proxy) endBrokenCall(w http.ResponseWriter, r *http.Request) {
 		panic(v)
 	default:
 		p.cfg.Metrics.failure(FailureUpstream)
-		p.cfg.Logger.WarnContext(r.Context(), "upstream broke off a gRPC call")
+		p.cfg.Logger.WarnContext(r.Context(), "upstream broke off its answer")
+	}
+	if r.ProtoMajor != 2 || !isGRPCOverHTTP2(r.Header) {
+		panic(v)
 	}
 	h := w.Header()
 	h.Set(http.TrailerPrefix+"Grpc-Status", strconv.Itoa(code))
