@@ -191,3 +191,30 @@ func TestResponseTrailersReachHTTP1Clients(t *testing.T) {
 		t.Errorf("HEAD over HTTP/1.1: Content-Length %d, want the app's 5", resp.ContentLength)
 	}
 }
+
+// A 304 from an h2c app whose Content-Length gives the representation's
+// size, as RFC 9110 allows, reaches the client as a 304: Go's HTTP/2
+// transport waited for that many bytes, and the verifier reset the answer.
+func TestNotModifiedWithALengthFromAnH2CApp(t *testing.T) {
+	ks := verifytest.NewKeySet(t)
+	u := h2cApp(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "1234")
+		w.Header().Set("ETag", `"v1"`)
+		w.WriteHeader(http.StatusNotModified)
+	})
+	addr := h2cVerifier(t, ks.Verifier(t), u, proxy.UpstreamH2C)
+	for name, c := range map[string]*http.Client{"HTTP/1.1": http.DefaultClient, "h2c": h2cClient(t)} {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/doc", nil)
+		req.Header.Set("Authorization", "Bearer "+ks.Token(t, "user-1"))
+		req.Header.Set("If-None-Match", `"v1"`)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		_, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotModified || err != nil || resp.Header.Get("ETag") != `"v1"` {
+			t.Errorf("%s: %d, ETag %q, body read %v; want 304 with the app's ETag", name, resp.StatusCode, resp.Header.Get("ETag"), err)
+		}
+	}
+}

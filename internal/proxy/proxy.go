@@ -98,6 +98,16 @@ func NewProxy(v *verify.Verifier, upstream *url.URL, transport http.RoundTripper
 			if !validStatus(res.StatusCode) {
 				return errBadStatus // 502, not net/http's panic on WriteHeader
 			}
+			if res.StatusCode == http.StatusNoContent || res.StatusCode == http.StatusNotModified {
+				// No content, whatever Content-Length says (a 304's may
+				// give the representation's size): Go's HTTP/2 transport
+				// waits for that many bytes and fails the body, which reset
+				// the answer, and its clients do the same with the header
+				// passed on, which a 304 may leave out.
+				res.Body.Close()
+				res.Body = http.NoBody
+				res.Header.Del("Content-Length")
+			}
 			if mayHaveTrailers(res) {
 				// An HTTP/2 answer may carry both a length and trailers;
 				// copied to an HTTP/1.1 client, the length meant a body
@@ -188,7 +198,8 @@ func (p *Proxy) endBrokenAnswer(w http.ResponseWriter, r *http.Request) {
 		panic(v)
 	default:
 		p.cfg.Metrics.failure(FailureUpstream)
-		p.cfg.Logger.WarnContext(r.Context(), "upstream broke off its answer")
+		p.cfg.Logger.WarnContext(r.Context(), "upstream broke off its answer",
+			slog.String("request_id", httpserver.RequestIDFromContext(r.Context())), slog.String("path", r.URL.Path))
 	}
 	if r.ProtoMajor != 2 || !isGRPCOverHTTP2(r.Header) {
 		panic(v)
@@ -296,6 +307,7 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 		return
 	}
 	p.cfg.Metrics.failure(FailureUpstream)
-	p.cfg.Logger.WarnContext(r.Context(), "upstream unavailable", slog.String("err", err.Error()))
+	p.cfg.Logger.WarnContext(r.Context(), "upstream unavailable", slog.String("err", err.Error()),
+		slog.String("request_id", httpserver.RequestIDFromContext(r.Context())))
 	p.refuse(w, r, refuseUpstream)
 }
