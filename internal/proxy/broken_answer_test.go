@@ -14,6 +14,7 @@ import (
 
 	"github.com/palisade-auth/palisade/internal/httpserver"
 	"github.com/palisade-auth/palisade/internal/proxy"
+	"github.com/palisade-auth/palisade/internal/testnet"
 	"github.com/palisade-auth/palisade/pkg/verify/verifytest"
 )
 
@@ -22,28 +23,14 @@ import (
 // and counts as an upstream failure, on the direct path (a bodiless GET)
 // as on ReverseProxy's (a POST); the direct path counted nothing.
 func TestBrokenAnswerIsCountedOnBothPaths(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				if _, err := http.ReadRequest(bufio.NewReader(c)); err == nil {
-					io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\ncut short")
-				}
-			}()
+	up := testnet.Serve(t, func(c net.Conn) {
+		if _, err := http.ReadRequest(bufio.NewReader(c)); err == nil {
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\ncut short")
 		}
-	}()
+	})
 	ks := verifytest.NewKeySet(t)
 	reg := prometheus.NewRegistry()
-	p := proxy.NewProxy(ks.Verifier(t), &url.URL{Scheme: "http", Host: ln.Addr().String()}, nil,
+	p := proxy.NewProxy(ks.Verifier(t), &url.URL{Scheme: "http", Host: up}, nil,
 		proxy.Config{Logger: slog.New(slog.DiscardHandler), Metrics: proxy.NewMetrics(reg, func() float64 { return 0 })})
 	addr := serveProxy(t, p, httpserver.Options{})
 	for i, method := range []string{http.MethodGet, http.MethodPost} {

@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/palisade-auth/palisade/internal/testnet"
 	"github.com/palisade-auth/palisade/pkg/verify"
 	"github.com/palisade-auth/palisade/pkg/verify/verifytest"
 )
@@ -260,32 +261,18 @@ func TestDirectRetriesOnceAfterTheUpstreamClosedAnIdleConnection(t *testing.T) {
 	}
 }
 
-// rawUpstream accepts connections and hands each to serve; it returns its
-// URL and the count of connections accepted.
+// rawUpstream serves each connection's first request with serve; it
+// returns its URL and the count of connections accepted.
 func rawUpstream(t *testing.T, serve func(net.Conn)) (string, *atomic.Int64) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
 	var n atomic.Int64
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			n.Add(1)
-			go func() {
-				defer c.Close()
-				if _, err := http.ReadRequest(bufio.NewReader(c)); err == nil {
-					serve(c)
-				}
-			}()
+	addr := testnet.Serve(t, func(c net.Conn) {
+		n.Add(1)
+		if _, err := http.ReadRequest(bufio.NewReader(c)); err == nil {
+			serve(c)
 		}
-	}()
-	return "http://" + ln.Addr().String(), &n
+	})
+	return "http://" + addr, &n
 }
 
 func TestDirectFailures(t *testing.T) {
@@ -540,24 +527,7 @@ func TestDirectSurvivesAnAppClosingIdleConnections(t *testing.T) {
 // requests itself; it returns the upstream's URL.
 func scriptedUpstream(t *testing.T, serve func(c net.Conn, br *bufio.Reader)) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				serve(c, bufio.NewReader(c))
-			}()
-		}
-	}()
-	return "http://" + ln.Addr().String()
+	return "http://" + testnet.Serve(t, func(c net.Conn) { serve(c, bufio.NewReader(c)) })
 }
 
 // TestDirectDropsAConnectionWithBytesPastTheAnswer: an app that sends a

@@ -103,25 +103,7 @@ func DescribeRedis() string { return fmt.Sprintf("Redis at %s", redact(RedisURL(
 // the test ends.
 func HangingRedis(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	t.Cleanup(func() { ln.Close(); wg.Wait() })
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Go(func() {
-				defer c.Close()
-				_, _ = io.Copy(io.Discard, c)
-			})
-		}
-	})
-	return "redis://" + ln.Addr().String() + "/0"
+	return "redis://" + testnet.Serve(t, func(c net.Conn) { _, _ = io.Copy(io.Discard, c) }) + "/0"
 }
 
 // RedisRelay returns the URL of the test Redis (as Redis: key prefix

@@ -1,5 +1,6 @@
 // Package testnet holds the network pieces tests put between two real
-// peers: a TCP relay that can slow one direction down or go silent.
+// peers, or in place of one: a TCP relay that can slow one direction down
+// or go silent, and a scripted server.
 package testnet
 
 import (
@@ -28,43 +29,17 @@ func Relay(t testing.TB, target string, toTarget, fromTarget Pass) string {
 	if fromTarget == nil {
 		fromTarget = Copy
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var (
-		mu    sync.Mutex
-		conns []net.Conn
-		wg    sync.WaitGroup
-	)
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
+	return Serve(t, func(c net.Conn) {
+		up, err := net.Dial("tcp", target)
+		if err != nil {
+			return
 		}
-		mu.Unlock()
+		var wg sync.WaitGroup
+		wg.Go(func() { toTarget(up, c); up.Close() })
+		fromTarget(c, up)
+		c.Close()
 		wg.Wait()
 	})
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("tcp", target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			mu.Lock()
-			conns = append(conns, c, up)
-			mu.Unlock()
-			wg.Go(func() { toTarget(up, c); up.Close() })
-			wg.Go(func() { fromTarget(c, up); c.Close() })
-		}
-	})
-	return ln.Addr().String()
 }
 
 // Freezer makes relayed connections go silent at once, as a peer whose
@@ -108,4 +83,47 @@ func (f *Freezer) Pass(dst io.Writer, src io.Reader) {
 			return
 		}
 	}
+}
+
+// Serve listens on a loopback port and hands each connection it accepts
+// to serve, on a goroutine of its own, closing the connection when serve
+// returns: a peer scripted byte by byte. It returns the listener's
+// address. When the test ends the listener and every connection still
+// open close, and Serve waits for serve to return.
+func Serve(t testing.TB, serve func(net.Conn)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu    sync.Mutex
+		conns []net.Conn
+		wg    sync.WaitGroup
+	)
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			wg.Go(func() {
+				defer c.Close()
+				serve(c)
+			})
+		}
+	})
+	return ln.Addr().String()
 }
