@@ -196,6 +196,10 @@ func NewH2CTransport(ping time.Duration) *http.Transport {
 		Protocols:       &protos,
 		DialContext:     (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		IdleConnTimeout: 90 * time.Second,
+		// As NewTransport: an upload sent with "Expect: 100-continue" is
+		// told to continue by the app, not by us before the app has seen
+		// it (the client's body would race an early refusal).
+		ExpectContinueTimeout: time.Second,
 		// As NewTransport: the client's Accept-Encoding, or none, reaches
 		// the app, and bodies pass compressed as it sent them.
 		DisableCompression:     true,

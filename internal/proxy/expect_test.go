@@ -1,0 +1,111 @@
+package proxy_test
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/palisade-auth/palisade/internal/httpserver"
+	"github.com/palisade-auth/palisade/internal/proxy"
+	"github.com/palisade-auth/palisade/pkg/verify/verifytest"
+)
+
+// TestExpectContinueIsTheApps: an HTTP/1.1 upload sent with "Expect:
+// 100-continue" (curl's default above 1 KiB) is told to continue only once
+// the app reads its body, on either upstream protocol. An app that refuses
+// it unread gets its answer to the client as the first and only one, so
+// the body is never sent; before, the h2c transport read the body at once,
+// the client was told to continue, and its upload raced the app's 413,
+// which curl at times never read.
+func TestExpectContinueIsTheApps(t *testing.T) {
+	const size = 1 << 20
+	for _, protocol := range []string{proxy.UpstreamHTTP1, proxy.UpstreamH2C} {
+		t.Run(protocol, func(t *testing.T) {
+			ks := verifytest.NewKeySet(t)
+			app := func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/refuse" {
+					http.Error(w, "too large", http.StatusRequestEntityTooLarge)
+					return
+				}
+				n, err := io.Copy(io.Discard, r.Body)
+				fmt.Fprintf(w, "read %d %v", n, err)
+			}
+			var up *url.URL
+			if protocol == proxy.UpstreamH2C {
+				up = h2cApp(t, app)
+			} else {
+				srv := httptest.NewServer(http.HandlerFunc(app))
+				t.Cleanup(srv.Close)
+				up, _ = url.Parse(srv.URL)
+			}
+			p := proxy.NewProxy(ks.Verifier(t), up, nil, proxy.Config{Logger: slog.New(slog.DiscardHandler), UpstreamProtocol: protocol})
+			addr := serveProxy(t, p, httpserver.Options{})
+			tok := ks.Token(t, "user-1")
+
+			t.Run("refused unread", func(t *testing.T) {
+				conn, br := expectUpload(t, addr, "/refuse", tok, size)
+				defer conn.Close()
+				resp := readAnswer(t, br)
+				if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(resp.body, "too large") {
+					t.Fatalf("first answer = %d %q; want the app's 413 and no 100 Continue", resp.StatusCode, resp.body)
+				}
+			})
+			t.Run("read", func(t *testing.T) {
+				conn, br := expectUpload(t, addr, "/upload", tok, size)
+				defer conn.Close()
+				if resp := readAnswer(t, br); resp.StatusCode != http.StatusContinue {
+					t.Fatalf("first answer = %d %q; want 100 Continue once the app reads", resp.StatusCode, resp.body)
+				}
+				if _, err := conn.Write(make([]byte, size)); err != nil {
+					t.Fatal(err)
+				}
+				resp := readAnswer(t, br)
+				if want := "read " + strconv.Itoa(size) + " <nil>"; resp.StatusCode != http.StatusOK || resp.body != want {
+					t.Fatalf("after the body = %d %q; want 200 %q", resp.StatusCode, resp.body, want)
+				}
+			})
+		})
+	}
+}
+
+// expectUpload sends the head of a POST of size bytes that waits for 100
+// Continue.
+func expectUpload(t *testing.T, addr, path, token string, size int) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: app\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\nExpect: 100-continue\r\n\r\n", path, token, size)
+	return conn, bufio.NewReader(conn)
+}
+
+type answer struct {
+	StatusCode int
+	body       string
+}
+
+// readAnswer reads one answer, a 1xx included, off br.
+func readAnswer(t *testing.T, br *bufio.Reader) answer {
+	t.Helper()
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("reading the answer: %v", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("reading the answer's body: %v", err)
+	}
+	return answer{resp.StatusCode, string(b)}
+}
