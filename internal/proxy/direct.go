@@ -192,7 +192,13 @@ func (d *direct) serve(w http.ResponseWriter, r *http.Request) error {
 		stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
 		resp, err := c.exchange(out)
 		if err == nil {
-			return d.answer(w, c, resp, stop)
+			err = d.answer(w, c, resp, stop)
+			if err != nil && ctx.Err() != nil {
+				// The final head, after a 1xx, failed on the deadline
+				// the client's leaving set: no fault of the app's.
+				return ctx.Err()
+			}
+			return err
 		}
 		stop()
 		c.Close()

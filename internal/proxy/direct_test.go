@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +20,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/palisade-auth/palisade/internal/testnet"
 	"github.com/palisade-auth/palisade/pkg/verify"
@@ -718,4 +722,73 @@ func TestDirectFollowsReverseProxysQueryRule(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "--- PASS: TestDirectForwardsAsReverseProxyDoes") {
 		t.Fatalf("with GODEBUG=urlmaxqueryparams=10000: %v\n%s", err, out)
 	}
+}
+
+// TestClientGoneAfterAnInterimAnswer: a client that leaves while the app,
+// having sent 103 Early Hints, has yet to send its final answer is a
+// client gone on both paths, not the app's failure: the direct path took
+// the timeout its cancellation set on the connection for the app's.
+func TestClientGoneAfterAnInterimAnswer(t *testing.T) {
+	addr := scriptedUpstream(t, func(c net.Conn, br *bufio.Reader) {
+		if _, err := http.ReadRequest(br); err != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n")
+		io.Copy(io.Discard, br) // no final answer, until the proxy closes
+	})
+	f := newDirectFixture(t, addr)
+	for _, p := range []*Proxy{f.p, f.reference} {
+		t.Run(map[bool]string{true: "direct", false: "ReverseProxy"}[p.direct != nil], func(t *testing.T) {
+			var logs strings.Builder
+			var mu sync.Mutex
+			// Both share the ReverseProxy, whose error handler is f.p's.
+			f.p.cfg.Logger = slog.New(slog.NewTextHandler(writerFunc(func(b []byte) (int, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				return logs.Write(b)
+			}), nil))
+			f.p.cfg.Metrics = NewMetrics(prometheus.NewRegistry(), func() float64 { return 0 })
+			f.reference.cfg = f.p.cfg
+			served := make(chan struct{})
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				defer close(served)
+				p.ServeHTTP(w, r)
+			}))
+			defer srv.Close()
+
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			trace := &httptrace.ClientTrace{Got1xxResponse: func(int, textproto.MIMEHeader) error { cancel(); return nil }}
+			req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodGet, srv.URL+"/page", nil)
+			req.Header.Set("Authorization", "Bearer "+f.token)
+			if _, err := (&http.Client{Transport: &http.Transport{}}).Do(req); !errors.Is(err, context.Canceled) {
+				t.Fatalf("request = %v; want it cancelled after the 103", err)
+			}
+			select {
+			case <-served:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the proxy still serves a request whose client left")
+			}
+			gone, upstream := failures(t, p.cfg.Metrics, FailureClientGone), failures(t, p.cfg.Metrics, FailureUpstream)
+			mu.Lock()
+			defer mu.Unlock()
+			if gone != 1 || upstream != 0 || strings.Contains(logs.String(), "level=WARN") {
+				t.Fatalf("client_gone %v, upstream %v, log %q; want the client gone, no warning", gone, upstream, logs.String())
+			}
+		})
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// failures reads verifier_proxy_failures_total{reason}.
+func failures(t *testing.T, m *Metrics, reason string) float64 {
+	t.Helper()
+	var v dto.Metric
+	if err := m.failures.WithLabelValues(reason).Write(&v); err != nil {
+		t.Fatal(err)
+	}
+	return v.GetCounter().GetValue()
 }
