@@ -18,6 +18,9 @@ import (
 // closed once the handler has answered.
 var ErrBodyTimeout = errors.New("httpserver: request body read timed out")
 
+// ErrBodyEnded is what a read of a request body gets after EndBody.
+var ErrBodyEnded = errors.New("httpserver: request body ended by the handler")
+
 // StatusClientClosedRequest is the status a request's access log line and
 // metrics carry when its client went away before the answer: nobody
 // reads it, and nothing failed on this side. The number is nginx's.
@@ -84,6 +87,7 @@ type deadlineBody struct {
 	received int64         // body bytes read so far
 	waited   time.Duration // time spent inside reads of the body
 	eof      bool          // the body was read to its end; the deadline is cleared
+	ended    bool          // EndBody: every read fails at once
 	lifted   bool          // LiftBodyDeadlines ended the bounds; the deadline is cleared
 	timedOut bool          // a read hit the deadline
 	finished bool          // the handler returned; the connection may serve the next request
@@ -125,6 +129,10 @@ func (b *deadlineBody) wait() time.Duration {
 
 func (b *deadlineBody) Read(p []byte) (int, error) {
 	b.mu.Lock()
+	if b.ended {
+		b.mu.Unlock()
+		return 0, ErrBodyEnded
+	}
 	if b.finished || b.eof || b.lifted {
 		b.mu.Unlock()
 		n, err := b.ReadCloser.Read(p)
@@ -135,6 +143,9 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 			// (BodyTimedOut), not take for a failure of its own.
 			b.mu.Lock()
 			defer b.mu.Unlock()
+			if b.ended {
+				return n, ErrBodyEnded
+			}
 			return n, b.timeout(err)
 		}
 		return n, err
@@ -152,6 +163,8 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 	b.received += int64(n)
 	b.waited += time.Since(began)
 	switch {
+	case b.ended && err != nil && err != io.EOF:
+		err = ErrBodyEnded // the past deadline EndBody set, no timeout
 	case err == io.EOF && !b.finished:
 		b.eof = true
 		_ = b.ctl.SetReadDeadline(time.Time{})
@@ -190,6 +203,30 @@ func LiftBodyDeadlines(ctx context.Context) {
 	_ = b.ctl.SetReadDeadline(time.Time{})
 }
 
+// EndBody ends the body of r, served by w, for a handler done with it
+// before its end (a proxy whose app answered early), whose reader in
+// another goroutine would otherwise wait on for the client: a read waiting
+// for bytes returns at once with ErrBodyEnded (not a timeout), and so does
+// every later one. An HTTP/1.1 connection then cannot serve another
+// request, so the answer must close it (Connection: close). It must be
+// called before the handler returns.
+func EndBody(w http.ResponseWriter, r *http.Request) {
+	past := time.Unix(1, 0)
+	b, ok := r.Context().Value(bodyKey{}).(*deadlineBody)
+	if !ok {
+		// No deadline but ours is ever set on the connection.
+		_ = http.NewResponseController(w).SetReadDeadline(past)
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.eof || b.ended {
+		return
+	}
+	b.ended = true
+	_ = b.ctl.SetReadDeadline(past)
+}
+
 // finish runs when the handler has returned. A body it left unread is
 // drained by net/http before the connection serves another request; that
 // drain gets the same bound as a read would.
@@ -197,7 +234,7 @@ func (b *deadlineBody) finish() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.finished = true
-	if !b.eof {
+	if !b.eof && !b.ended {
 		_ = b.ctl.SetReadDeadline(b.deadline(time.Now()))
 	}
 }

@@ -386,3 +386,44 @@ func TestDeadlineThatFiredBeforeTheLiftIsATimeout(t *testing.T) {
 		t.Errorf("read after the lift = %v, BodyTimedOut %v; want ErrBodyTimeout and true", v.err, v.timedOut)
 	}
 }
+
+// TestEndBody: a handler done with a body before its end ends it, and a
+// read waiting in another goroutine for the client returns at once with
+// ErrBodyEnded, not a timeout, with body deadlines or without.
+func TestEndBody(t *testing.T) {
+	for name, opts := range map[string]Options{"deadlines": {BodyIdleTimeout: time.Minute}, "none": {}} {
+		t.Run(name, func(t *testing.T) {
+			addr := serveTest(t, opts, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				http.NewResponseController(w).EnableFullDuplex()
+				read := make(chan error, 1)
+				go func() {
+					_, err := io.ReadAll(r.Body)
+					read <- err
+				}()
+				EndBody(w, r)
+				err := <-read
+				w.Header().Set("Connection", "close")
+				fmt.Fprintf(w, "%v %v", err, BodyTimedOut(r.Context()))
+			}))
+			pr, pw := io.Pipe()
+			defer pw.Close()
+			go pw.Write([]byte("the start of a body that never ends"))
+			req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/", pr)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			res, err := http.DefaultClient.Do(req.WithContext(ctx))
+			if err != nil {
+				t.Fatalf("a body the handler ended: %v; want its answer", err)
+			}
+			defer res.Body.Close()
+			got, _ := io.ReadAll(res.Body)
+			wantErr := ErrBodyEnded.Error()
+			if name == "none" {
+				wantErr = os.ErrDeadlineExceeded.Error()
+			}
+			if want := wantErr + " false"; !strings.HasSuffix(string(got), want) {
+				t.Fatalf("the waiting read = %q; want %q", got, want)
+			}
+		})
+	}
+}

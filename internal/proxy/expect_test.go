@@ -4,19 +4,13 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httptest"
-	"net/url"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/palisade-auth/palisade/internal/httpserver"
-	"github.com/palisade-auth/palisade/internal/proxy"
-	"github.com/palisade-auth/palisade/pkg/verify/verifytest"
 )
 
 // TestExpectContinueIsTheApps: an HTTP/1.1 upload sent with "Expect:
@@ -28,32 +22,20 @@ import (
 // which curl at times never read.
 func TestExpectContinueIsTheApps(t *testing.T) {
 	const size = 1 << 20
-	for _, protocol := range []string{proxy.UpstreamHTTP1, proxy.UpstreamH2C} {
+	app := func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/refuse" {
+			http.Error(w, "too large", http.StatusRequestEntityTooLarge)
+			return
+		}
+		n, err := io.Copy(io.Discard, r.Body)
+		fmt.Fprintf(w, "read %d %v", n, err)
+	}
+	for _, protocol := range upstreamProtocols {
 		t.Run(protocol, func(t *testing.T) {
-			ks := verifytest.NewKeySet(t)
-			app := func(w http.ResponseWriter, r *http.Request) {
-				if r.URL.Path == "/refuse" {
-					http.Error(w, "too large", http.StatusRequestEntityTooLarge)
-					return
-				}
-				n, err := io.Copy(io.Discard, r.Body)
-				fmt.Fprintf(w, "read %d %v", n, err)
-			}
-			var up *url.URL
-			if protocol == proxy.UpstreamH2C {
-				up = h2cApp(t, app)
-			} else {
-				srv := httptest.NewServer(http.HandlerFunc(app))
-				t.Cleanup(srv.Close)
-				up, _ = url.Parse(srv.URL)
-			}
-			p := proxy.NewProxy(ks.Verifier(t), up, nil, proxy.Config{Logger: slog.New(slog.DiscardHandler), UpstreamProtocol: protocol})
-			addr := serveProxy(t, p, httpserver.Options{})
-			tok := ks.Token(t, "user-1")
+			addr, tok := appBehind(t, protocol, app, httpserver.Options{})
 
 			t.Run("refused unread", func(t *testing.T) {
-				conn, br := expectUpload(t, addr, "/refuse", tok, size)
-				defer conn.Close()
+				_, br := expectUpload(t, addr, "/refuse", tok, size)
 				resp := readAnswer(t, br)
 				if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(resp.body, "too large") {
 					t.Fatalf("first answer = %d %q; want the app's 413 and no 100 Continue", resp.StatusCode, resp.body)
@@ -61,7 +43,6 @@ func TestExpectContinueIsTheApps(t *testing.T) {
 			})
 			t.Run("read", func(t *testing.T) {
 				conn, br := expectUpload(t, addr, "/upload", tok, size)
-				defer conn.Close()
 				if resp := readAnswer(t, br); resp.StatusCode != http.StatusContinue {
 					t.Fatalf("first answer = %d %q; want 100 Continue once the app reads", resp.StatusCode, resp.body)
 				}
@@ -81,13 +62,7 @@ func TestExpectContinueIsTheApps(t *testing.T) {
 // Continue.
 func expectUpload(t *testing.T, addr, path, token string, size int) (net.Conn, *bufio.Reader) {
 	t.Helper()
-	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn.SetDeadline(time.Now().Add(10 * time.Second))
-	fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: app\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\nExpect: 100-continue\r\n\r\n", path, token, size)
-	return conn, bufio.NewReader(conn)
+	return rawHTTP1(t, addr, fmt.Sprintf("POST %s HTTP/1.1\r\nHost: app\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\nExpect: 100-continue\r\n\r\n", path, token, size))
 }
 
 type answer struct {

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -157,10 +156,11 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	if rid := httpserver.RequestIDFromContext(r.Context()); rid != "" {
-		w = &keepRequestID{ResponseWriter: w, id: rid}
-	}
+	w, body := newAnswerWriter(w, r)
 	p.rp.ServeHTTP(w, r)
+	if body != nil {
+		body.Close()
+	}
 }
 
 // isGRPCOverHTTP2 reports a gRPC call that reads its status from HTTP/2
@@ -209,25 +209,6 @@ func (p *Proxy) endBrokenAnswer(w http.ResponseWriter, r *http.Request) {
 	h.Set(http.TrailerPrefix+"Grpc-Message", grpcPercentEncode(message))
 }
 
-// keepRequestID puts the request's X-Request-Id back on the final answer:
-// ReverseProxy clears the header map after each 1xx it relays (103 Early
-// Hints), and the id, set before the proxy ran, went with it.
-type keepRequestID struct {
-	http.ResponseWriter
-	id string
-}
-
-func (w *keepRequestID) WriteHeader(code int) {
-	if h := w.Header(); code >= 200 && !slices.Contains(h[httpserver.HeaderRequestID], w.id) {
-		h[httpserver.HeaderRequestID] = append([]string{w.id}, h[httpserver.HeaderRequestID]...)
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-// Unwrap lets http.ResponseController reach the server's writer (flushes,
-// deadlines, the WebSocket hijack).
-func (w *keepRequestID) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
 func (p *Proxy) rewrite(upstream *url.URL) func(*httputil.ProxyRequest) {
 	return func(pr *httputil.ProxyRequest) {
 		pr.SetURL(upstream)
@@ -246,7 +227,7 @@ func (p *Proxy) rewrite(upstream *url.URL) func(*httputil.ProxyRequest) {
 		// the whole connection, every user's calls on it. Cut, they used
 		// to reach the app as names without values.
 		pr.Out.Trailer = nil
-		if pr.In.ProtoMajor == 2 && pr.Out.Body != nil {
+		if _, duplex := pr.In.Body.(*duplexBody); pr.Out.Body != nil && (duplex || pr.In.ProtoMajor == 2) {
 			pr.Out.Body = &streamBody{ReadCloser: pr.Out.Body, in: pr.In.Body}
 		}
 		// The refresh and CSRF cookies are the issuer's business; an app
@@ -266,8 +247,8 @@ func (p *Proxy) rewrite(upstream *url.URL) func(*httputil.ProxyRequest) {
 }
 
 // streamBody is the body ReverseProxy sends of a request that came over
-// HTTP/2, whose Close, from the transport, also closes the client's
-// stream's body. ReverseProxy's own wrapper ignores Close, and the HTTP/2
+// HTTP/2, or in HTTP/1.1 full duplex (duplexBody), whose Close, from the
+// transport, also closes the client's body. ReverseProxy's own wrapper ignores Close, and the HTTP/2
 // transport, once the app has ended its answer (a gRPC call's status, or
 // an early answer to an upload), closes the request body and waits for
 // the goroutine sending it, which waits on the client: without this, a

@@ -1,0 +1,161 @@
+package proxy_test
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/palisade-auth/palisade/internal/httpserver"
+	"github.com/palisade-auth/palisade/internal/proxy"
+	"github.com/palisade-auth/palisade/pkg/verify/verifytest"
+)
+
+// appBehind serves app (over HTTP/1.1 and h2c) behind a proxy that
+// forwards to it with protocol, served with opts; it returns the proxy's
+// address and a valid token.
+func appBehind(t *testing.T, protocol string, app http.HandlerFunc, opts httpserver.Options) (addr, token string) {
+	t.Helper()
+	ks := verifytest.NewKeySet(t)
+	p := proxy.NewProxy(ks.Verifier(t), h2cApp(t, app), nil, proxy.Config{Logger: slog.New(slog.DiscardHandler), UpstreamProtocol: protocol})
+	return serveProxy(t, p, opts), ks.Token(t, "user-1")
+}
+
+// rawHTTP1 dials addr and sends head as written, for a client that
+// writes HTTP/1.1 itself; reads and writes fail after 10 s.
+func rawHTTP1(t *testing.T, addr, head string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(conn, head); err != nil {
+		t.Fatal(err)
+	}
+	return conn, bufio.NewReader(conn)
+}
+
+var upstreamProtocols = []string{proxy.UpstreamHTTP1, proxy.UpstreamH2C}
+
+// TestUploadReachesAnAppThatAnswersFirst: an app may send its answer's
+// head before it reads the body (a streaming exchange, a progress
+// report). Its HTTP/1.1 client's upload must still reach it byte for
+// byte. net/http, once the head went out, read off and threw away up to
+// 256 KiB of the body the proxy was still forwarding, so the app got an
+// upload with a hole in it and a clean end; here the client sends its
+// body only after the head, so net/http waited for a body that could not
+// come and the head never went out.
+func TestUploadReachesAnAppThatAnswersFirst(t *testing.T) {
+	app := func(w http.ResponseWriter, r *http.Request) {
+		http.NewResponseController(w).EnableFullDuplex() // the app's own server, over HTTP/1.1
+		w.WriteHeader(http.StatusOK)
+		http.NewResponseController(w).Flush()
+		h := sha256.New()
+		n, err := io.Copy(h, r.Body)
+		fmt.Fprintf(w, "%d %x %v", n, h.Sum(nil), err)
+	}
+	for _, protocol := range upstreamProtocols {
+		t.Run(protocol, func(t *testing.T) {
+			addr, tok := appBehind(t, protocol, app, httpserver.Options{BodyIdleTimeout: 30 * time.Second})
+			conn, br := rawHTTP1(t, addr, "POST /stream HTTP/1.1\r\nHost: app\r\nAuthorization: Bearer "+tok+"\r\nTransfer-Encoding: chunked\r\n\r\n")
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("the app's head before the body: %v", err)
+			}
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("status %d; want the app's 200", resp.StatusCode)
+			}
+			h := sha256.New()
+			const chunk, chunks = 16 << 10, 64
+			for i := range chunks {
+				b := []byte(strings.Repeat(string(rune('a'+i%26)), chunk))
+				h.Write(b)
+				fmt.Fprintf(conn, "%x\r\n%s\r\n", len(b), b)
+			}
+			io.WriteString(conn, "0\r\n\r\n")
+			got, err := io.ReadAll(resp.Body)
+			if want := fmt.Sprintf("%d %x <nil>", chunk*chunks, h.Sum(nil)); err != nil || string(got) != want {
+				t.Fatalf("the app read %q, %v; want %q", got, err, want)
+			}
+		})
+	}
+}
+
+// TestBrokenUploadEndsTheConnection: in full duplex net/http keeps a
+// connection whose request body failed, so what a client sent after a
+// malformed chunk would be read as its next request. The verifier closes
+// the connection after such an answer instead: nothing after the broken
+// body reaches the app.
+func TestBrokenUploadEndsTheConnection(t *testing.T) {
+	for _, protocol := range upstreamProtocols {
+		t.Run(protocol, func(t *testing.T) {
+			var mu sync.Mutex
+			var seen []string
+			app := func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				seen = append(seen, r.Method+" "+r.URL.Path)
+				mu.Unlock()
+				io.Copy(io.Discard, r.Body)
+			}
+			addr, tok := appBehind(t, protocol, app, httpserver.Options{BodyIdleTimeout: 30 * time.Second})
+			_, br := rawHTTP1(t, addr, "POST /upload HTTP/1.1\r\nHost: app\r\nAuthorization: Bearer "+tok+"\r\nTransfer-Encoding: chunked\r\n\r\n"+
+				"5\r\nhello\r\nzz\r\n"+ // not a chunk size
+				"GET /after HTTP/1.1\r\nHost: app\r\nAuthorization: Bearer "+tok+"\r\n\r\n")
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			if !resp.Close {
+				t.Errorf("answer to the broken upload %d without Connection: close", resp.StatusCode)
+			}
+			if rest, err := io.ReadAll(br); len(rest) > 0 || err != nil {
+				t.Errorf("after the broken upload the connection gave %q, %v; want it closed", rest, err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if slices.Contains(seen, "GET /after") {
+				t.Errorf("the app saw %q: what followed a broken body was read as a request", seen)
+			}
+		})
+	}
+}
+
+// TestEarlyAnswerToAnOpenHTTP1Upload: an app that refuses an HTTP/1.1
+// upload before reading it (413) while the client is still sending has
+// its answer reach the client at once, with the connection closed, on
+// either protocol and whether or not body timeouts are set. The proxy's
+// side of the body used to wait for the client's next bytes, and the
+// answer with it, until the idle timeout ran out (with h2c twice over).
+func TestEarlyAnswerToAnOpenHTTP1Upload(t *testing.T) {
+	app := func(w http.ResponseWriter, r *http.Request) {
+		http.NewResponseController(w).EnableFullDuplex() // the app's own server answers without draining
+		http.Error(w, "too large", http.StatusRequestEntityTooLarge)
+	}
+	for _, protocol := range upstreamProtocols {
+		for name, opts := range map[string]httpserver.Options{"body timeouts": {BodyIdleTimeout: 30 * time.Second}, "none": {}} {
+			t.Run(protocol+"/"+name, func(t *testing.T) {
+				addr, tok := appBehind(t, protocol, app, opts)
+				_, br := rawHTTP1(t, addr, "POST /upload HTTP/1.1\r\nHost: app\r\nAuthorization: Bearer "+tok+"\r\nContent-Length: 100000\r\n\r\nthe start")
+				resp, err := http.ReadResponse(br, nil)
+				if err != nil {
+					t.Fatalf("with the upload open: %v; want the app's 413 at once", err)
+				}
+				body, _ := io.ReadAll(resp.Body)
+				if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(body), "too large") || !resp.Close {
+					t.Fatalf("with the upload open = %d %q (close %t); want the app's 413 and the connection closed", resp.StatusCode, body, resp.Close)
+				}
+			})
+		}
+	}
+}
