@@ -16,6 +16,7 @@ import (
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/palisade-auth/palisade/internal/httpserver"
+	"github.com/palisade-auth/palisade/internal/problem"
 	"github.com/palisade-auth/palisade/pkg/verify"
 )
 
@@ -136,6 +137,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if up == upgradeOther {
 		dropUpgrade(r.Header)
 	}
+	if !p.forwardable(w, r) {
+		return
+	}
 	id, ok := p.decide(w, r, r.Method, r.URL.EscapedPath(), up != upgradeWebSocket)
 	if !ok {
 		return
@@ -161,6 +165,33 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if body != nil {
 		body.Close()
 	}
+}
+
+// ReasonUnforwardable is the metrics reason of a request the proxy does
+// not forward, valid token or none (see forwardable).
+const ReasonUnforwardable verify.Reason = "unforwardable"
+
+// forwardable reports whether r can go to the app as a request for one of
+// its resources, and otherwise answers it. A CONNECT would make the
+// verifier a tunnel past which it sees no request (over HTTP/2 a real one,
+// into the app); reverse proxies refuse it, and so does this one, 501. A
+// target that is not a path (an absolute URL's is one), an authority or an
+// opaque "host:port" with any other method, reached an HTTP/1.1 app as
+// its path and failed against an h2c one, where it counted as the app's
+// failure: 400.
+func (p *Proxy) forwardable(w http.ResponseWriter, r *http.Request) bool {
+	var prob problem.Problem
+	switch {
+	case r.Method == http.MethodConnect:
+		prob = problem.Problem{Status: http.StatusNotImplemented, Code: "not_implemented", Detail: "The verifier does not forward CONNECT."}
+	case r.URL.Opaque != "" || !strings.HasPrefix(r.URL.Path, "/") && (r.URL.Path != "" || r.URL.Host == ""):
+		prob = problem.Problem{Status: http.StatusBadRequest, Code: "malformed_request", Detail: "The request target is not a path."}
+	default:
+		return true
+	}
+	p.cfg.Metrics.outcome(OutcomeRejected, ReasonUnforwardable)
+	problem.Write(w, prob)
+	return false
 }
 
 // isGRPCOverHTTP2 reports a gRPC call that reads its status from HTTP/2
