@@ -34,8 +34,11 @@ import (
 // does direct: once. Where the Transport keeps a read pending on every
 // idle connection, direct looks at one as it takes it (quiet): a
 // connection the app closed, or sent anything on after its answer, is
-// closed instead of used, so nothing an app sends unasked is ever read as
-// the answer to a later request. A 408 read on a reused connection (the
+// closed instead of used, so nothing an app sent unasked before the
+// connection is taken again is read as the answer to a later request
+// (bytes that come later still are, as with net/http's Transport: a body
+// an app wrongly sends, late, after its answer to a HEAD cannot be told
+// from the next answer). A 408 read on a reused connection (the
 // app timing it out just as the request went) is taken for the closed
 // connection it announces.
 type direct struct {
@@ -272,7 +275,8 @@ func (c *upConn) exchange(out *http.Request) (*http.Response, error) {
 	c.head.bound(c.br)
 	resp, err := http.ReadResponse(c.br, out)
 	if err == nil && c.reused && resp.StatusCode == http.StatusRequestTimeout {
-		resp.Body.Close()
+		// Its body is not read: the connection is closed, and a body
+		// that never ended would hold the request.
 		return nil, beforeAnswer{errIdleTimeout}
 	}
 	return resp, err

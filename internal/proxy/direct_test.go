@@ -626,25 +626,50 @@ func TestDirectNeverReadsAnUnaskedAnswer(t *testing.T) {
 // TestExchangeTakesA408OnAReusedConnectionForItsClosing: a 408 read on a
 // reused connection answered no request of ours (the app timed the
 // connection out as the request went); on a new one it is the app's
-// answer.
+// answer. A 408 whose body never ends is not waited for: the connection
+// is dropped anyway.
 func TestExchangeTakesA408OnAReusedConnectionForItsClosing(t *testing.T) {
-	for _, reused := range []bool{true, false} {
+	for _, tc := range []struct {
+		reused bool
+		answer string
+	}{
+		{true, "HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\n\r\n"},
+		{false, "HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\n\r\n"},
+		{true, "HTTP/1.1 408 Request Timeout\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nidle.\r\n"},
+	} {
 		ours, app := net.Pipe()
+		held := make(chan struct{})
 		go func() {
 			defer app.Close()
 			if _, err := http.ReadRequest(bufio.NewReader(app)); err == nil {
-				io.WriteString(app, "HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\n\r\n")
+				io.WriteString(app, tc.answer)
 			}
+			<-held // the body, if unended, stays so
 		}()
-		c := &upConn{Conn: ours, br: bufio.NewReader(ours), bw: bufio.NewWriter(ours), reused: reused}
+		c := &upConn{Conn: ours, br: bufio.NewReader(ours), bw: bufio.NewWriter(ours), reused: tc.reused}
 		req, _ := http.NewRequest(http.MethodGet, "http://app/x", nil)
-		resp, err := c.exchange(req)
-		switch {
-		case reused && !errors.Is(err, errIdleTimeout):
-			t.Errorf("reused connection: exchange = %v, %v; want errIdleTimeout", resp, err)
-		case !reused && (err != nil || resp.StatusCode != http.StatusRequestTimeout):
-			t.Errorf("new connection: exchange = %v, %v; want the 408", resp, err)
+		type result struct {
+			resp *http.Response
+			err  error
 		}
+		done := make(chan result, 1)
+		go func() {
+			resp, err := c.exchange(req)
+			done <- result{resp, err}
+		}()
+		var r result
+		select {
+		case r = <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("reused %t, %q: exchange still waits", tc.reused, tc.answer)
+		}
+		switch {
+		case tc.reused && !errors.Is(r.err, errIdleTimeout):
+			t.Errorf("reused connection: exchange = %v, %v; want errIdleTimeout", r.resp, r.err)
+		case !tc.reused && (r.err != nil || r.resp.StatusCode != http.StatusRequestTimeout):
+			t.Errorf("new connection: exchange = %v, %v; want the 408", r.resp, r.err)
+		}
+		close(held)
 		ours.Close()
 	}
 }
