@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"errors"
 	"io"
 	"net/http"
 	"slices"
@@ -70,31 +71,83 @@ type duplexBody struct {
 	io.ReadCloser
 	left   int64 // bytes still to come when the length is known, else -1
 	ended  atomic.Bool
-	closed atomic.Bool
+	cut    atomic.Bool // end ended it first
+	failed atomic.Bool // a read failed on the client's side: its body was malformed or cut short
 	w      http.ResponseWriter
 	r      *http.Request
 }
 
-// Close, before the body's end (the app answered early, or failed), ends
-// the body first: the transport's goroutine may be waiting in a read for
-// the client's next bytes, and the answer, already whole, would wait with
-// it until they came or the idle timeout ran out. It runs while the
-// handler does: from the HTTP/2 transport when the app ends the exchange,
-// and from ServeHTTP once ReverseProxy has returned.
-func (b *duplexBody) Close() error {
-	if !b.ended.Load() && b.closed.CompareAndSwap(false, true) {
+// end, before the body's end (the app answered early, or failed), ends it
+// (httpserver.EndBody): the transport's goroutine may be waiting in a read
+// for the client's next bytes, and the answer, already whole, would wait
+// with it, HTTP/2's transport's until they came or the idle timeout ran
+// out. It must run while the handler does, and only once the app's answer
+// has been copied: net/http cancels the request when a read fails, which
+// would cut an answer still being read from the app.
+func (b *duplexBody) end() {
+	if !b.ended.Load() && b.cut.CompareAndSwap(false, true) {
 		httpserver.EndBody(b.w, b.r)
 	}
+}
+
+// duplexOut is the body ReverseProxy sends of a request whose body is a
+// duplexBody; the transport's Close does nothing to it, as ReverseProxy's
+// own wrapper (which this one holds) sees to. It lets ModifyResponse find
+// the client's body.
+type duplexOut struct {
+	io.ReadCloser
+	in *duplexBody
+}
+
+// endsClientBody is the app's answer to a request with a duplexBody,
+// whose Close, by ReverseProxy once it has copied the answer, ends the
+// client's body before the transport's Close waits for the goroutine
+// reading it.
+type endsClientBody struct {
+	io.ReadCloser
+	in *duplexBody
+}
+
+func (b *endsClientBody) Close() error {
+	b.in.end()
 	return b.ReadCloser.Close()
 }
 
+// finish, once ReverseProxy has returned, ends the body and closes it,
+// reading its end if that has come: net/http's server, in full duplex,
+// takes a body it reads to its end after the handler for the next
+// request's, reads on and panics (golang/go#68560).
+func (b *duplexBody) finish() {
+	b.end()
+	b.ReadCloser.Close()
+}
+
 func (b *duplexBody) Read(p []byte) (int, error) {
+	if b.left == 0 {
+		// The whole length is in: the transport's last read, to find
+		// the end, must not reach a body the handler may have closed.
+		return 0, io.EOF
+	}
 	n, err := b.ReadCloser.Read(p)
 	if b.left >= 0 {
 		b.left -= int64(n)
 	}
-	if err == io.EOF || b.left == 0 {
+	switch {
+	case err == io.EOF || b.left == 0:
 		b.ended.Store(true)
+	case err != nil && !b.cut.Load() && !errors.Is(err, httpserver.ErrBodyTimeout):
+		b.failed.Store(true)
 	}
 	return n, err
+}
+
+// bodyFailed reports whether the HTTP/1.1 body of r, answered through w,
+// failed on the client's side (malformed framing, or cut short): a
+// transport error that follows is the client's doing, not the app's.
+func bodyFailed(w http.ResponseWriter, r *http.Request) bool {
+	b, ok := r.Body.(*duplexBody)
+	if aw, isAW := w.(*answerWriter); !ok && isAW {
+		b, ok = aw.body, aw.body != nil
+	}
+	return ok && b.failed.Load()
 }

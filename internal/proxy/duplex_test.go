@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/palisade-auth/palisade/internal/httpserver"
 	"github.com/palisade-auth/palisade/internal/proxy"
 	"github.com/palisade-auth/palisade/pkg/verify/verifytest"
@@ -24,8 +26,14 @@ import (
 // address and a valid token.
 func appBehind(t *testing.T, protocol string, app http.HandlerFunc, opts httpserver.Options) (addr, token string) {
 	t.Helper()
+	return appBehindWith(t, proxy.Config{Logger: slog.New(slog.DiscardHandler), UpstreamProtocol: protocol}, app, opts)
+}
+
+// appBehindWith is appBehind with the proxy's whole configuration.
+func appBehindWith(t *testing.T, cfg proxy.Config, app http.HandlerFunc, opts httpserver.Options) (addr, token string) {
+	t.Helper()
 	ks := verifytest.NewKeySet(t)
-	p := proxy.NewProxy(ks.Verifier(t), h2cApp(t, app), nil, proxy.Config{Logger: slog.New(slog.DiscardHandler), UpstreamProtocol: protocol})
+	p := proxy.NewProxy(ks.Verifier(t), h2cApp(t, app), nil, cfg)
 	return serveProxy(t, p, opts), ks.Token(t, "user-1")
 }
 
@@ -95,7 +103,9 @@ func TestUploadReachesAnAppThatAnswersFirst(t *testing.T) {
 // connection whose request body failed, so what a client sent after a
 // malformed chunk would be read as its next request. The verifier closes
 // the connection after such an answer instead: nothing after the broken
-// body reaches the app.
+// body reaches the app. The client is told its body was malformed (400),
+// and it is counted as such, not as the app's failure (a 502 and a
+// warning, which any client could set off at will).
 func TestBrokenUploadEndsTheConnection(t *testing.T) {
 	for _, protocol := range upstreamProtocols {
 		t.Run(protocol, func(t *testing.T) {
@@ -107,7 +117,10 @@ func TestBrokenUploadEndsTheConnection(t *testing.T) {
 				mu.Unlock()
 				io.Copy(io.Discard, r.Body)
 			}
-			addr, tok := appBehind(t, protocol, app, httpserver.Options{BodyIdleTimeout: 30 * time.Second})
+			logs := &lockedBuffer{}
+			reg := prometheus.NewRegistry()
+			cfg := proxy.Config{Logger: slog.New(slog.NewJSONHandler(logs, nil)), Metrics: proxy.NewMetrics(reg, func() float64 { return 0 }), UpstreamProtocol: protocol}
+			addr, tok := appBehindWith(t, cfg, app, httpserver.Options{BodyIdleTimeout: 30 * time.Second})
 			_, br := rawHTTP1(t, addr, "POST /upload HTTP/1.1\r\nHost: app\r\nAuthorization: Bearer "+tok+"\r\nTransfer-Encoding: chunked\r\n\r\n"+
 				"5\r\nhello\r\nzz\r\n"+ // not a chunk size
 				"GET /after HTTP/1.1\r\nHost: app\r\nAuthorization: Bearer "+tok+"\r\n\r\n")
@@ -115,9 +128,12 @@ func TestBrokenUploadEndsTheConnection(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			io.Copy(io.Discard, resp.Body)
+			checkProblem(t, "the broken upload", resp, "malformed_request")
 			if !resp.Close {
 				t.Errorf("answer to the broken upload %d without Connection: close", resp.StatusCode)
+			}
+			if got := failures(t, reg); got[proxy.FailureBadBody] != 1 || got[proxy.FailureUpstream] != 0 || strings.Contains(logs.String(), "upstream") {
+				t.Errorf("verifier_proxy_failures_total = %v, log %s; want bad_body 1, no upstream failure", got, logs)
 			}
 			if rest, err := io.ReadAll(br); len(rest) > 0 || err != nil {
 				t.Errorf("after the broken upload the connection gave %q, %v; want it closed", rest, err)
@@ -139,8 +155,13 @@ func TestBrokenUploadEndsTheConnection(t *testing.T) {
 // answer with it, until the idle timeout ran out (with h2c twice over).
 func TestEarlyAnswerToAnOpenHTTP1Upload(t *testing.T) {
 	app := func(w http.ResponseWriter, r *http.Request) {
-		http.NewResponseController(w).EnableFullDuplex() // the app's own server answers without draining
-		http.Error(w, "too large", http.StatusRequestEntityTooLarge)
+		rc := http.NewResponseController(w)
+		rc.EnableFullDuplex() // the app's own server answers without draining
+		w.Header().Set("Content-Length", "10")
+		w.WriteHeader(http.StatusRequestEntityTooLarge)
+		io.WriteString(w, "too large\n")
+		rc.Flush()     // the whole answer
+		r.Body.Close() // in the handler, once the proxy ends the upload: golang/go#68560
 	}
 	for _, protocol := range upstreamProtocols {
 		for name, opts := range map[string]httpserver.Options{"body timeouts": {BodyIdleTimeout: 30 * time.Second}, "none": {}} {
@@ -157,5 +178,35 @@ func TestEarlyAnswerToAnOpenHTTP1Upload(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestKeepAliveUploads: uploads one after another on one connection, in
+// full duplex, all reach the app and are answered on that connection. A
+// server in full duplex that reads a body to its end after its handler
+// has returned goes on reading and panics when it reads the next request
+// (golang/go#68560), dropping the connection; the proxy reads and closes
+// every body before it returns.
+func TestKeepAliveUploads(t *testing.T) {
+	for _, protocol := range upstreamProtocols {
+		t.Run(protocol, func(t *testing.T) {
+			addr, tok := appBehind(t, protocol, func(w http.ResponseWriter, r *http.Request) {
+				b, _ := io.ReadAll(r.Body)
+				fmt.Fprintf(w, "%d", len(b))
+			}, httpserver.Options{BodyIdleTimeout: 30 * time.Second})
+			conn, br := rawHTTP1(t, addr, "")
+			for i := range 300 {
+				body := strings.Repeat("x", i)
+				fmt.Fprintf(conn, "POST /upload HTTP/1.1\r\nHost: app\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n%s", tok, len(body), body)
+				resp, err := http.ReadResponse(br, nil)
+				if err != nil {
+					t.Fatalf("upload %d on the connection: %v", i, err)
+				}
+				got, _ := io.ReadAll(resp.Body)
+				if resp.StatusCode != http.StatusOK || string(got) != fmt.Sprint(i) || resp.Close {
+					t.Fatalf("upload %d = %d %q (close %t); want 200 %d and the connection kept", i, resp.StatusCode, got, resp.Close, i)
+				}
+			}
+		})
 	}
 }

@@ -26,6 +26,9 @@ const (
 	FailureBodyTimeout = "body_timeout"
 	// FailureClientGone is a client that went away before the answer.
 	FailureClientGone = "client_gone"
+	// FailureBadBody is an HTTP/1.1 client whose body was malformed
+	// (answered 400 when nothing had been answered yet).
+	FailureBadBody = "bad_body"
 	// FailureUpstream is an app that could not be reached or did not
 	// answer (answered 502).
 	FailureUpstream = "upstream"
@@ -74,7 +77,7 @@ func NewMetrics(reg prometheus.Registerer, keySetAge func() float64) *Metrics {
 		return m.requests.WithLabelValues(OutcomeRejected, string(r))
 	}}
 	m.failed = map[string]prometheus.Counter{}
-	for _, r := range []string{FailureBodyTimeout, FailureClientGone, FailureUpstream} {
+	for _, r := range []string{FailureBodyTimeout, FailureClientGone, FailureBadBody, FailureUpstream} {
 		m.failed[r] = m.failures.WithLabelValues(r)
 	}
 	reg.MustRegister(m.requests, m.failures, m.latency, m.refreshFailures, prometheus.NewGaugeFunc(prometheus.GaugeOpts{

@@ -52,6 +52,15 @@ const maxUpstreamHeaderBytes = 1 << 20
 // from 100 up; http.ResponseWriter.WriteHeader panics on it.
 var errBadStatus = errors.New("proxy: upstream answered with an invalid status code")
 
+// requestBody is the body of the request res answers, nil when a
+// caller's own transport left res without its request.
+func requestBody(res *http.Response) io.ReadCloser {
+	if res.Request == nil {
+		return nil
+	}
+	return res.Request.Body
+}
+
 func validStatus(code int) bool { return code >= 100 && code <= 999 }
 
 // NewTransport is the HTTP/1.1 transport to the upstream, the app beside
@@ -97,6 +106,9 @@ func NewProxy(v *verify.Verifier, upstream *url.URL, transport http.RoundTripper
 		ModifyResponse: func(res *http.Response) error {
 			if !validStatus(res.StatusCode) {
 				return errBadStatus // 502, not net/http's panic on WriteHeader
+			}
+			if out, ok := requestBody(res).(*duplexOut); ok {
+				res.Body = &endsClientBody{ReadCloser: res.Body, in: out.in}
 			}
 			if res.StatusCode == http.StatusNoContent || res.StatusCode == http.StatusNotModified {
 				// No content, whatever Content-Length says (a 304's may
@@ -163,7 +175,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w, body := newAnswerWriter(w, r)
 	p.rp.ServeHTTP(w, r)
 	if body != nil {
-		body.Close()
+		body.finish() // the answer is out: what is left of the body is not waited for
 	}
 }
 
@@ -227,6 +239,9 @@ func (p *Proxy) endBrokenAnswer(w http.ResponseWriter, r *http.Request) {
 	case r.Context().Err() != nil:
 		p.cfg.Metrics.failure(FailureClientGone)
 		panic(v)
+	case bodyFailed(w, r):
+		p.cfg.Metrics.failure(FailureBadBody)
+		panic(v)
 	default:
 		p.cfg.Metrics.failure(FailureUpstream)
 		p.cfg.Logger.WarnContext(r.Context(), "upstream broke off its answer",
@@ -258,8 +273,13 @@ func (p *Proxy) rewrite(upstream *url.URL) func(*httputil.ProxyRequest) {
 		// the whole connection, every user's calls on it. Cut, they used
 		// to reach the app as names without values.
 		pr.Out.Trailer = nil
-		if _, duplex := pr.In.Body.(*duplexBody); pr.Out.Body != nil && (duplex || pr.In.ProtoMajor == 2) {
-			pr.Out.Body = &streamBody{ReadCloser: pr.Out.Body, in: pr.In.Body}
+		switch in := pr.In.Body.(type) {
+		case *duplexBody:
+			pr.Out.Body = &duplexOut{ReadCloser: pr.Out.Body, in: in}
+		default:
+			if pr.In.ProtoMajor == 2 && pr.Out.Body != nil {
+				pr.Out.Body = &streamBody{ReadCloser: pr.Out.Body, in: pr.In.Body}
+			}
 		}
 		// The refresh and CSRF cookies are the issuer's business; an app
 		// (or its logs) holding them could renew the session or forge the
@@ -278,8 +298,8 @@ func (p *Proxy) rewrite(upstream *url.URL) func(*httputil.ProxyRequest) {
 }
 
 // streamBody is the body ReverseProxy sends of a request that came over
-// HTTP/2, or in HTTP/1.1 full duplex (duplexBody), whose Close, from the
-// transport, also closes the client's body. ReverseProxy's own wrapper ignores Close, and the HTTP/2
+// HTTP/2, whose Close, from the transport, also closes the client's
+// stream's body. ReverseProxy's own wrapper ignores Close, and the HTTP/2
 // transport, once the app has ended its answer (a gRPC call's status, or
 // an early answer to an upload), closes the request body and waits for
 // the goroutine sending it, which waits on the client: without this, a
@@ -312,10 +332,18 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 		p.refuse(w, r, refuseBodyTimeout)
 		return
 	}
-	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+	if r.Context().Err() != nil && (errors.Is(err, context.Canceled) || bodyFailed(w, r)) {
 		// The client went away; nobody is left to answer.
 		p.cfg.Metrics.failure(FailureClientGone)
 		w.WriteHeader(httpserver.StatusClientClosedRequest)
+		return
+	}
+	if bodyFailed(w, r) {
+		// Malformed framing (a bad chunk): the client's fault, which it
+		// is told; the connection is closed (see answerWriter).
+		p.cfg.Metrics.failure(FailureBadBody)
+		p.cfg.Logger.DebugContext(r.Context(), "request body malformed", slog.String("err", err.Error()))
+		problem.Write(w, problem.Problem{Status: http.StatusBadRequest, Code: "malformed_request", Detail: "The request body was malformed."})
 		return
 	}
 	p.cfg.Metrics.failure(FailureUpstream)
