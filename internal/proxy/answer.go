@@ -44,6 +44,12 @@ func newAnswerWriter(w http.ResponseWriter, r *http.Request) (http.ResponseWrite
 }
 
 func (w *answerWriter) WriteHeader(code int) {
+	if code == http.StatusContinue && w.body != nil && w.body.started.Load() {
+		// The body is being read, so net/http has told the client to
+		// continue (the transport stopped waiting for the app's word):
+		// the app's own 100, come later, would be a second one.
+		return
+	}
 	if code >= 200 {
 		h := w.Header()
 		if w.id != "" && !slices.Contains(h[httpserver.HeaderRequestID], w.id) {
@@ -69,12 +75,13 @@ func (w *answerWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // app that answers after the whole body answers a body that has ended.
 type duplexBody struct {
 	io.ReadCloser
-	left   int64 // bytes still to come when the length is known, else -1
-	ended  atomic.Bool
-	cut    atomic.Bool // end ended it first
-	failed atomic.Bool // a read failed on the client's side: its body was malformed or cut short
-	w      http.ResponseWriter
-	r      *http.Request
+	left    int64       // bytes still to come when the length is known, else -1
+	started atomic.Bool // a read began (and net/http sent any 100 Continue)
+	ended   atomic.Bool
+	cut     atomic.Bool // end ended it first
+	failed  atomic.Bool // a read failed on the client's side: its body was malformed or cut short
+	w       http.ResponseWriter
+	r       *http.Request
 }
 
 // end, before the body's end (the app answered early, or failed), ends it
@@ -128,6 +135,7 @@ func (b *duplexBody) Read(p []byte) (int, error) {
 		// the end, must not reach a body the handler may have closed.
 		return 0, io.EOF
 	}
+	b.started.Store(true)
 	n, err := b.ReadCloser.Read(p)
 	if b.left >= 0 {
 		b.left -= int64(n)

@@ -19,13 +19,18 @@ import (
 // it unread gets its answer to the client as the first and only one, so
 // the body is never sent; before, the h2c transport read the body at once,
 // the client was told to continue, and its upload raced the app's 413,
-// which curl at times never read.
+// which curl at times never read. One 100 Continue reaches the client,
+// never two.
 func TestExpectContinueIsTheApps(t *testing.T) {
 	const size = 1 << 20
+	proceed := make(chan struct{})
 	app := func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/refuse" {
+		switch r.URL.Path {
+		case "/refuse":
 			http.Error(w, "too large", http.StatusRequestEntityTooLarge)
 			return
+		case "/late":
+			<-proceed
 		}
 		n, err := io.Copy(io.Discard, r.Body)
 		fmt.Fprintf(w, "read %d %v", n, err)
@@ -52,6 +57,21 @@ func TestExpectContinueIsTheApps(t *testing.T) {
 				resp := readAnswer(t, br)
 				if want := "read " + strconv.Itoa(size) + " <nil>"; resp.StatusCode != http.StatusOK || resp.body != want {
 					t.Fatalf("after the body = %d %q; want 200 %q", resp.StatusCode, resp.body, want)
+				}
+			})
+			// An app silent past the transport's wait (1 s) is sent the
+			// body, and the client told to continue by the verifier; the
+			// app's own 100, when it reads at last, is not a second one.
+			t.Run("late", func(t *testing.T) {
+				conn, br := expectUpload(t, addr, "/late", tok, size)
+				if resp := readAnswer(t, br); resp.StatusCode != http.StatusContinue {
+					t.Fatalf("first answer = %d %q; want 100 Continue after the wait", resp.StatusCode, resp.body)
+				}
+				proceed <- struct{}{}
+				go conn.Write(make([]byte, size))
+				resp := readAnswer(t, br)
+				if want := "read " + strconv.Itoa(size) + " <nil>"; resp.StatusCode != http.StatusOK || resp.body != want {
+					t.Fatalf("after the body = %d %q; want 200 %q and one 100 Continue", resp.StatusCode, resp.body, want)
 				}
 			})
 		})

@@ -128,7 +128,10 @@ func NewProxy(v *verify.Verifier, upstream *url.URL, transport http.RoundTripper
 			}
 			return nil
 		},
-		ErrorLog:   slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
+		// Its one message, a body copy that failed, is counted and
+		// logged by endBrokenAnswer with its cause (at warning level when
+		// the app is at fault); a client that stalled is not.
+		ErrorLog:   slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),
 		BufferPool: buffers,
 	}
 	if defaultTransport && !h2c && directUpstream(upstream) {
