@@ -1,9 +1,12 @@
 package proxy
 
 import (
+	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptrace"
 	"slices"
 	"sync/atomic"
 
@@ -75,13 +78,15 @@ func (w *answerWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // app that answers after the whole body answers a body that has ended.
 type duplexBody struct {
 	io.ReadCloser
-	left    int64       // bytes still to come when the length is known, else -1
-	started atomic.Bool // a read began (and net/http sent any 100 Continue)
-	ended   atomic.Bool
-	cut     atomic.Bool // end ended it first
-	failed  atomic.Bool // a read failed on the client's side: its body was malformed or cut short
-	w       http.ResponseWriter
-	r       *http.Request
+	left     int64       // bytes still to come when the length is known, else -1
+	started  atomic.Bool // a read began (and net/http sent any 100 Continue)
+	ended    atomic.Bool
+	cut      atomic.Bool                 // end ended it first
+	answered atomic.Bool                 // the app's answer has begun to arrive
+	conn     atomic.Pointer[watchedConn] // the connection to the app it goes on, when watched
+	failed   atomic.Bool                 // a read failed on the client's side: its body was malformed or cut short
+	w        http.ResponseWriter
+	r        *http.Request
 }
 
 // end, before the body's end (the app answered early, or failed), ends it
@@ -97,13 +102,78 @@ func (b *duplexBody) end() {
 	}
 }
 
+// traced returns r with the hooks that tell b when the app's answer
+// begins and which connection to the app carries the body.
+func (b *duplexBody) traced(r *http.Request) *http.Request {
+	return r.WithContext(httptrace.WithClientTrace(r.Context(), &httptrace.ClientTrace{
+		GotConn: func(info httptrace.GotConnInfo) {
+			if c, ok := info.Conn.(*watchedConn); ok {
+				b.conn.Store(c)
+				c.body.Store(b)
+			}
+		},
+		GotFirstResponseByte: func() { b.answered.Store(true) },
+	}))
+}
+
+// appFailed ends the body when the app failed before its answer began:
+// the transport waits for the goroutine copying the body, which would
+// wait on the client until the idle timeout, which then blamed the client
+// for the app's failure.
+func (b *duplexBody) appFailed() {
+	if !b.answered.Load() {
+		b.end()
+	}
+}
+
+// bodyCut reports whether the body of the request answered through w was
+// ended by the proxy, whose ending cancels the request: the client is not
+// gone for that.
+func bodyCut(w http.ResponseWriter) bool {
+	aw, ok := w.(*answerWriter)
+	return ok && aw.body != nil && aw.body.cut.Load()
+}
+
+// watchedConn is a connection to an HTTP/1.1 app that, closed by the
+// transport while an upload goes on it (the app closed or broke it), ends
+// that upload (appFailed).
+type watchedConn struct {
+	net.Conn
+	body atomic.Pointer[duplexBody]
+}
+
+func (c *watchedConn) Close() error {
+	if b := c.body.Swap(nil); b != nil {
+		b.appFailed()
+	}
+	return c.Conn.Close()
+}
+
+// watchedDial dials watchedConns.
+func watchedDial(dial func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &watchedConn{Conn: c}, nil
+	}
+}
+
 // duplexOut is the body ReverseProxy sends of a request whose body is a
-// duplexBody; the transport's Close does nothing to it, as ReverseProxy's
-// own wrapper (which this one holds) sees to. It lets ModifyResponse find
-// the client's body.
+// duplexBody. It lets ModifyResponse find the client's body, and the
+// transport's Close ends it only when the app failed before answering
+// (ReverseProxy's own wrapper, which this one holds, ignores Close).
 type duplexOut struct {
 	io.ReadCloser
 	in *duplexBody
+}
+
+// Close, by the transport before the app's answer began (HTTP/2's, when
+// the app reset the stream or the connection failed), ends the body.
+func (b *duplexOut) Close() error {
+	b.in.appFailed()
+	return b.ReadCloser.Close()
 }
 
 // endsClientBody is the app's answer to a request with a duplexBody,
@@ -127,6 +197,9 @@ func (b *endsClientBody) Close() error {
 func (b *duplexBody) finish() {
 	b.end()
 	b.ReadCloser.Close()
+	if c := b.conn.Load(); c != nil {
+		c.body.CompareAndSwap(b, nil)
+	}
 }
 
 func (b *duplexBody) Read(p []byte) (int, error) {

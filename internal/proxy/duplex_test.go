@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/palisade-auth/palisade/internal/httpserver"
 	"github.com/palisade-auth/palisade/internal/proxy"
+	"github.com/palisade-auth/palisade/internal/testnet"
 	"github.com/palisade-auth/palisade/pkg/verify/verifytest"
 )
 
@@ -206,6 +208,45 @@ func TestKeepAliveUploads(t *testing.T) {
 				if resp.StatusCode != http.StatusOK || string(got) != fmt.Sprint(i) || resp.Close {
 					t.Fatalf("upload %d = %d %q (close %t); want 200 %d and the connection kept", i, resp.StatusCode, got, resp.Close, i)
 				}
+			}
+		})
+	}
+}
+
+// TestAppFailingMidUploadIsTheApps: an app that fails while a client's
+// upload is open, with the client quiet for the moment, is answered 502
+// at once and counted as the app's failure. The transport waited for the
+// goroutine copying the body, which waited on the client, until the idle
+// timeout, which then blamed the client (408). The HTTP/1.1 app's process
+// dies (its connection closes); the h2c one's handler fails (its stream
+// is reset).
+func TestAppFailingMidUploadIsTheApps(t *testing.T) {
+	for _, protocol := range upstreamProtocols {
+		t.Run(protocol, func(t *testing.T) {
+			ks := verifytest.NewKeySet(t)
+			up := h2cApp(t, func(w http.ResponseWriter, r *http.Request) {
+				io.ReadFull(r.Body, make([]byte, 1000))
+				panic(http.ErrAbortHandler)
+			})
+			if protocol == proxy.UpstreamHTTP1 {
+				up, _ = url.Parse("http://" + testnet.Serve(t, func(c net.Conn) {
+					br := bufio.NewReader(c)
+					if req, err := http.ReadRequest(br); err == nil {
+						io.ReadFull(req.Body, make([]byte, 1000))
+					}
+				}))
+			}
+			reg := prometheus.NewRegistry()
+			p := proxy.NewProxy(ks.Verifier(t), up, nil, proxy.Config{Logger: slog.New(slog.DiscardHandler), Metrics: proxy.NewMetrics(reg, func() float64 { return 0 }), UpstreamProtocol: protocol})
+			addr := serveProxy(t, p, httpserver.Options{BodyIdleTimeout: 30 * time.Second})
+			_, br := rawHTTP1(t, addr, "POST /upload HTTP/1.1\r\nHost: app\r\nAuthorization: Bearer "+ks.Token(t, "user-1")+"\r\nContent-Length: 100000\r\n\r\n"+strings.Repeat("x", 5000))
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("the app failed with the upload open: %v; want 502 at once", err)
+			}
+			checkProblem(t, "the upload", resp, "bad_gateway")
+			if got := failures(t, reg); got[proxy.FailureUpstream] != 1 || got[proxy.FailureBodyTimeout] != 0 || got[proxy.FailureClientGone] != 0 {
+				t.Errorf("verifier_proxy_failures_total = %v; want one upstream failure", got)
 			}
 		})
 	}

@@ -73,7 +73,7 @@ func validStatus(code int) bool { return code >= 100 && code <= 999 }
 func NewTransport() *http.Transport {
 	return &http.Transport{
 		Proxy:                  nil,
-		DialContext:            (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:            watchedDial((&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext),
 		ForceAttemptHTTP2:      false,
 		MaxIdleConns:           1024,
 		MaxIdleConnsPerHost:    1024,
@@ -176,6 +176,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w, body := newAnswerWriter(w, r)
+	if body != nil {
+		r = body.traced(r)
+	}
 	p.rp.ServeHTTP(w, r)
 	if body != nil {
 		body.finish() // the answer is out: what is left of the body is not waited for
@@ -335,7 +338,7 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 		p.refuse(w, r, refuseBodyTimeout)
 		return
 	}
-	if r.Context().Err() != nil && (errors.Is(err, context.Canceled) || bodyFailed(w, r)) {
+	if r.Context().Err() != nil && !bodyCut(w) && (errors.Is(err, context.Canceled) || bodyFailed(w, r)) {
 		// The client went away; nobody is left to answer.
 		p.cfg.Metrics.failure(FailureClientGone)
 		w.WriteHeader(httpserver.StatusClientClosedRequest)
