@@ -83,6 +83,7 @@ type duplexBody struct {
 	ended    atomic.Bool
 	cut      atomic.Bool                 // end ended it first
 	answered atomic.Bool                 // the app's answer has begun to arrive
+	appBroke atomic.Bool                 // a read of the app's answer failed, the client still there
 	conn     atomic.Pointer[watchedConn] // the connection to the app it goes on, when watched
 	failed   atomic.Bool                 // a read failed on the client's side: its body was malformed or cut short
 	w        http.ResponseWriter
@@ -185,6 +186,16 @@ type endsClientBody struct {
 	in *duplexBody
 }
 
+func (b *endsClientBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF && b.in.r.Context().Err() == nil {
+		// Noted before Close ends the client's body, whose cancellation
+		// of the request would read as the client leaving.
+		b.in.appBroke.Store(true)
+	}
+	return n, err
+}
+
 func (b *endsClientBody) Close() error {
 	b.in.end()
 	return b.ReadCloser.Close()
@@ -222,13 +233,29 @@ func (b *duplexBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// duplexOf is the HTTP/1.1 body of r, answered through w, or nil: r's
+// own (ServeHTTP's request), or the one w holds (for ReverseProxy's).
+func duplexOf(w http.ResponseWriter, r *http.Request) *duplexBody {
+	if b, ok := r.Body.(*duplexBody); ok {
+		return b
+	}
+	if aw, ok := w.(*answerWriter); ok {
+		return aw.body
+	}
+	return nil
+}
+
 // bodyFailed reports whether the HTTP/1.1 body of r, answered through w,
 // failed on the client's side (malformed framing, or cut short): a
 // transport error that follows is the client's doing, not the app's.
 func bodyFailed(w http.ResponseWriter, r *http.Request) bool {
-	b, ok := r.Body.(*duplexBody)
-	if aw, isAW := w.(*answerWriter); !ok && isAW {
-		b, ok = aw.body, aw.body != nil
-	}
-	return ok && b.failed.Load()
+	b := duplexOf(w, r)
+	return b != nil && b.failed.Load()
+}
+
+// appBroke reports whether the app broke off its answer to r while the
+// client was there, whatever cancelled the request after.
+func appBroke(w http.ResponseWriter, r *http.Request) bool {
+	b := duplexOf(w, r)
+	return b != nil && b.appBroke.Load()
 }

@@ -251,3 +251,43 @@ func TestAppFailingMidUploadIsTheApps(t *testing.T) {
 		})
 	}
 }
+
+// TestAppBreakingOffAnEarlyAnswerIsTheApps: an app that breaks off the
+// answer it began before the client's upload ended is counted as the
+// app's failure, not as the client leaving: ending the client's body,
+// once the answer stopped, cancelled the request before the count.
+func TestAppBreakingOffAnEarlyAnswerIsTheApps(t *testing.T) {
+	for _, protocol := range upstreamProtocols {
+		t.Run(protocol, func(t *testing.T) {
+			ks := verifytest.NewKeySet(t)
+			up := h2cApp(t, func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Length", "100")
+				io.WriteString(w, "part")
+				http.NewResponseController(w).Flush()
+				panic(http.ErrAbortHandler) // the stream is reset
+			})
+			if protocol == proxy.UpstreamHTTP1 {
+				up, _ = url.Parse("http://" + testnet.Serve(t, func(c net.Conn) {
+					if _, err := http.ReadRequest(bufio.NewReader(c)); err == nil {
+						io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npart") // then the process dies
+					}
+				}))
+			}
+			reg := prometheus.NewRegistry()
+			p := proxy.NewProxy(ks.Verifier(t), up, nil, proxy.Config{Logger: slog.New(slog.DiscardHandler), Metrics: proxy.NewMetrics(reg, func() float64 { return 0 }), UpstreamProtocol: protocol})
+			addr := serveProxy(t, p, httpserver.Options{BodyIdleTimeout: 30 * time.Second})
+			_, br := rawHTTP1(t, addr, "POST /upload HTTP/1.1\r\nHost: app\r\nAuthorization: Bearer "+ks.Token(t, "user-1")+"\r\nContent-Length: 100000\r\n\r\n"+strings.Repeat("x", 5000))
+			resp, err := http.ReadResponse(br, nil)
+			if err == nil {
+				_, err = io.ReadAll(resp.Body)
+			}
+			if err == nil {
+				t.Fatal("the answer the app broke off read to a clean end")
+			}
+			// Counted before the connection was dropped.
+			if got := failures(t, reg); got[proxy.FailureUpstream] != 1 || got[proxy.FailureClientGone] != 0 {
+				t.Errorf("verifier_proxy_failures_total = %v; want one upstream failure", got)
+			}
+		})
+	}
+}

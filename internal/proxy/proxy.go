@@ -242,7 +242,7 @@ func (p *Proxy) endBrokenAnswer(w http.ResponseWriter, r *http.Request) {
 	case httpserver.BodyTimedOut(r.Context()):
 		code, message = grpcDeadlineExceeded, grpcRefusals[refuseBodyTimeout].message
 		p.cfg.Metrics.failure(FailureBodyTimeout)
-	case r.Context().Err() != nil:
+	case r.Context().Err() != nil && !appBroke(w, r):
 		p.cfg.Metrics.failure(FailureClientGone)
 		panic(v)
 	case bodyFailed(w, r):
