@@ -213,33 +213,43 @@ func TestKeepAliveUploads(t *testing.T) {
 	}
 }
 
+// uploadToFailingApp opens an upload of 100,000 bytes, of which the
+// client sends 5,000 and then holds the rest, to an app that fails: over
+// h2c the handler app (its stream is reset), over HTTP/1.1 a process
+// scripted on the raw connection, which then dies (the connection
+// closes). It returns the answer's reader and the proxy's metrics.
+func uploadToFailingApp(t *testing.T, protocol string, app http.HandlerFunc, script func(net.Conn, *http.Request)) (*bufio.Reader, *prometheus.Registry) {
+	t.Helper()
+	ks := verifytest.NewKeySet(t)
+	up := h2cApp(t, app)
+	if protocol == proxy.UpstreamHTTP1 {
+		up, _ = url.Parse("http://" + testnet.Serve(t, func(c net.Conn) {
+			if req, err := http.ReadRequest(bufio.NewReader(c)); err == nil {
+				script(c, req)
+			}
+		}))
+	}
+	reg := prometheus.NewRegistry()
+	p := proxy.NewProxy(ks.Verifier(t), up, nil, proxy.Config{Logger: slog.New(slog.DiscardHandler), Metrics: proxy.NewMetrics(reg, func() float64 { return 0 }), UpstreamProtocol: protocol})
+	addr := serveProxy(t, p, httpserver.Options{BodyIdleTimeout: 30 * time.Second})
+	_, br := rawHTTP1(t, addr, "POST /upload HTTP/1.1\r\nHost: app\r\nAuthorization: Bearer "+ks.Token(t, "user-1")+"\r\nContent-Length: 100000\r\n\r\n"+strings.Repeat("x", 5000))
+	return br, reg
+}
+
 // TestAppFailingMidUploadIsTheApps: an app that fails while a client's
 // upload is open, with the client quiet for the moment, is answered 502
 // at once and counted as the app's failure. The transport waited for the
 // goroutine copying the body, which waited on the client, until the idle
-// timeout, which then blamed the client (408). The HTTP/1.1 app's process
-// dies (its connection closes); the h2c one's handler fails (its stream
-// is reset).
+// timeout, which then blamed the client (408).
 func TestAppFailingMidUploadIsTheApps(t *testing.T) {
 	for _, protocol := range upstreamProtocols {
 		t.Run(protocol, func(t *testing.T) {
-			ks := verifytest.NewKeySet(t)
-			up := h2cApp(t, func(w http.ResponseWriter, r *http.Request) {
+			br, reg := uploadToFailingApp(t, protocol, func(w http.ResponseWriter, r *http.Request) {
 				io.ReadFull(r.Body, make([]byte, 1000))
 				panic(http.ErrAbortHandler)
+			}, func(c net.Conn, req *http.Request) {
+				io.ReadFull(req.Body, make([]byte, 1000))
 			})
-			if protocol == proxy.UpstreamHTTP1 {
-				up, _ = url.Parse("http://" + testnet.Serve(t, func(c net.Conn) {
-					br := bufio.NewReader(c)
-					if req, err := http.ReadRequest(br); err == nil {
-						io.ReadFull(req.Body, make([]byte, 1000))
-					}
-				}))
-			}
-			reg := prometheus.NewRegistry()
-			p := proxy.NewProxy(ks.Verifier(t), up, nil, proxy.Config{Logger: slog.New(slog.DiscardHandler), Metrics: proxy.NewMetrics(reg, func() float64 { return 0 }), UpstreamProtocol: protocol})
-			addr := serveProxy(t, p, httpserver.Options{BodyIdleTimeout: 30 * time.Second})
-			_, br := rawHTTP1(t, addr, "POST /upload HTTP/1.1\r\nHost: app\r\nAuthorization: Bearer "+ks.Token(t, "user-1")+"\r\nContent-Length: 100000\r\n\r\n"+strings.Repeat("x", 5000))
 			resp, err := http.ReadResponse(br, nil)
 			if err != nil {
 				t.Fatalf("the app failed with the upload open: %v; want 502 at once", err)
@@ -259,24 +269,14 @@ func TestAppFailingMidUploadIsTheApps(t *testing.T) {
 func TestAppBreakingOffAnEarlyAnswerIsTheApps(t *testing.T) {
 	for _, protocol := range upstreamProtocols {
 		t.Run(protocol, func(t *testing.T) {
-			ks := verifytest.NewKeySet(t)
-			up := h2cApp(t, func(w http.ResponseWriter, r *http.Request) {
+			br, reg := uploadToFailingApp(t, protocol, func(w http.ResponseWriter, r *http.Request) {
 				w.Header().Set("Content-Length", "100")
 				io.WriteString(w, "part")
 				http.NewResponseController(w).Flush()
-				panic(http.ErrAbortHandler) // the stream is reset
+				panic(http.ErrAbortHandler)
+			}, func(c net.Conn, _ *http.Request) {
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npart")
 			})
-			if protocol == proxy.UpstreamHTTP1 {
-				up, _ = url.Parse("http://" + testnet.Serve(t, func(c net.Conn) {
-					if _, err := http.ReadRequest(bufio.NewReader(c)); err == nil {
-						io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npart") // then the process dies
-					}
-				}))
-			}
-			reg := prometheus.NewRegistry()
-			p := proxy.NewProxy(ks.Verifier(t), up, nil, proxy.Config{Logger: slog.New(slog.DiscardHandler), Metrics: proxy.NewMetrics(reg, func() float64 { return 0 }), UpstreamProtocol: protocol})
-			addr := serveProxy(t, p, httpserver.Options{BodyIdleTimeout: 30 * time.Second})
-			_, br := rawHTTP1(t, addr, "POST /upload HTTP/1.1\r\nHost: app\r\nAuthorization: Bearer "+ks.Token(t, "user-1")+"\r\nContent-Length: 100000\r\n\r\n"+strings.Repeat("x", 5000))
 			resp, err := http.ReadResponse(br, nil)
 			if err == nil {
 				_, err = io.ReadAll(resp.Body)
