@@ -122,7 +122,10 @@ func (b *duplexBody) traced(r *http.Request) *http.Request {
 // wait on the client until the idle timeout, which then blamed the client
 // for the app's failure.
 func (b *duplexBody) appFailed() {
-	if !b.answered.Load() {
+	// A request already cancelled is the client's doing (it left, or
+	// its body timed out): the transport closes the app's connection for
+	// that, and it is not the app's failure.
+	if !b.answered.Load() && b.r.Context().Err() == nil {
 		b.end()
 	}
 }

@@ -217,8 +217,9 @@ func TestKeepAliveUploads(t *testing.T) {
 // client sends 5,000 and then holds the rest, to an app that fails: over
 // h2c the handler app (its stream is reset), over HTTP/1.1 a process
 // scripted on the raw connection, which then dies (the connection
-// closes). It returns the answer's reader and the proxy's metrics.
-func uploadToFailingApp(t *testing.T, protocol string, app http.HandlerFunc, script func(net.Conn, *http.Request)) (*bufio.Reader, *prometheus.Registry) {
+// closes). It returns the client's connection, the answer's reader and
+// the proxy's metrics.
+func uploadToFailingApp(t *testing.T, protocol string, app http.HandlerFunc, script func(net.Conn, *http.Request)) (net.Conn, *bufio.Reader, *prometheus.Registry) {
 	t.Helper()
 	ks := verifytest.NewKeySet(t)
 	up := h2cApp(t, app)
@@ -232,8 +233,8 @@ func uploadToFailingApp(t *testing.T, protocol string, app http.HandlerFunc, scr
 	reg := prometheus.NewRegistry()
 	p := proxy.NewProxy(ks.Verifier(t), up, nil, proxy.Config{Logger: slog.New(slog.DiscardHandler), Metrics: proxy.NewMetrics(reg, func() float64 { return 0 }), UpstreamProtocol: protocol})
 	addr := serveProxy(t, p, httpserver.Options{BodyIdleTimeout: 30 * time.Second})
-	_, br := rawHTTP1(t, addr, "POST /upload HTTP/1.1\r\nHost: app\r\nAuthorization: Bearer "+ks.Token(t, "user-1")+"\r\nContent-Length: 100000\r\n\r\n"+strings.Repeat("x", 5000))
-	return br, reg
+	conn, br := rawHTTP1(t, addr, "POST /upload HTTP/1.1\r\nHost: app\r\nAuthorization: Bearer "+ks.Token(t, "user-1")+"\r\nContent-Length: 100000\r\n\r\n"+strings.Repeat("x", 5000))
+	return conn, br, reg
 }
 
 // TestAppFailingMidUploadIsTheApps: an app that fails while a client's
@@ -244,7 +245,7 @@ func uploadToFailingApp(t *testing.T, protocol string, app http.HandlerFunc, scr
 func TestAppFailingMidUploadIsTheApps(t *testing.T) {
 	for _, protocol := range upstreamProtocols {
 		t.Run(protocol, func(t *testing.T) {
-			br, reg := uploadToFailingApp(t, protocol, func(w http.ResponseWriter, r *http.Request) {
+			_, br, reg := uploadToFailingApp(t, protocol, func(w http.ResponseWriter, r *http.Request) {
 				io.ReadFull(r.Body, make([]byte, 1000))
 				panic(http.ErrAbortHandler)
 			}, func(c net.Conn, req *http.Request) {
@@ -269,7 +270,7 @@ func TestAppFailingMidUploadIsTheApps(t *testing.T) {
 func TestAppBreakingOffAnEarlyAnswerIsTheApps(t *testing.T) {
 	for _, protocol := range upstreamProtocols {
 		t.Run(protocol, func(t *testing.T) {
-			br, reg := uploadToFailingApp(t, protocol, func(w http.ResponseWriter, r *http.Request) {
+			_, br, reg := uploadToFailingApp(t, protocol, func(w http.ResponseWriter, r *http.Request) {
 				w.Header().Set("Content-Length", "100")
 				io.WriteString(w, "part")
 				http.NewResponseController(w).Flush()
@@ -287,6 +288,33 @@ func TestAppBreakingOffAnEarlyAnswerIsTheApps(t *testing.T) {
 			// Counted before the connection was dropped.
 			if got := failures(t, reg); got[proxy.FailureUpstream] != 1 || got[proxy.FailureClientGone] != 0 {
 				t.Errorf("verifier_proxy_failures_total = %v; want one upstream failure", got)
+			}
+		})
+	}
+}
+
+// TestClientLeavingMidUploadIsTheClients: a client that leaves with its
+// upload unfinished, the app not yet answering, is counted as gone, not
+// as the app's failure, though the transport then closes the connection
+// to the app as it would were the app dead.
+func TestClientLeavingMidUploadIsTheClients(t *testing.T) {
+	for _, protocol := range upstreamProtocols {
+		t.Run(protocol, func(t *testing.T) {
+			wait := func(r io.Reader) { io.Copy(io.Discard, r) } // until the proxy gives up
+			conn, _, reg := uploadToFailingApp(t, protocol, func(w http.ResponseWriter, r *http.Request) {
+				wait(r.Body)
+			}, func(c net.Conn, req *http.Request) {
+				wait(c)
+			})
+			conn.Close()
+			var got map[string]float64
+			for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+				if got = failures(t, reg); got[proxy.FailureClientGone]+got[proxy.FailureUpstream]+got[proxy.FailureBodyTimeout]+got[proxy.FailureBadBody] > 0 {
+					break
+				}
+			}
+			if got[proxy.FailureClientGone] != 1 || got[proxy.FailureUpstream] != 0 {
+				t.Errorf("verifier_proxy_failures_total = %v; want the client gone", got)
 			}
 		})
 	}
