@@ -24,7 +24,7 @@ const maxUserAgentLen = 256
 func AccessLog(logger *slog.Logger, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		rec := newResponseRecorder(w)
+		rec := recorderFor(w)
 		returned := false
 		defer func() {
 			status := rec.finalStatus(!returned)

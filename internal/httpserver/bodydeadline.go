@@ -22,8 +22,9 @@ var ErrBodyTimeout = errors.New("httpserver: request body read timed out")
 var ErrBodyEnded = errors.New("httpserver: request body ended by the handler")
 
 // StatusClientClosedRequest is the status a request's access log line and
-// metrics carry when its client went away before the answer: nobody
-// reads it, and nothing failed on this side. The number is nginx's.
+// metrics carry when its client went away before the answer (ClientGone):
+// nobody reads it, it never goes on the wire, and nothing failed on this
+// side. The number is nginx's.
 const StatusClientClosedRequest = 499
 
 // bodyDeadlines bounds the reading of request bodies, which net/http leaves

@@ -63,7 +63,7 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
 func (m *Metrics) Wrap(route string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		rec := newResponseRecorder(w)
+		rec := recorderFor(w)
 		returned := false
 		// Observed in a defer without recovering, so a panic is counted (as
 		// the 500 Recover makes of it) and still reaches Recover intact.

@@ -21,12 +21,7 @@ import (
 // complete.
 func Recover(logger *slog.Logger, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// Inside AccessLog, where the programs put it, w already records
-		// what was written: one recorder serves both.
-		rec, ok := w.(*responseRecorder)
-		if !ok {
-			rec = newResponseRecorder(w)
-		}
+		rec := recorderFor(w)
 		defer func() {
 			v := recover()
 			if v == nil {

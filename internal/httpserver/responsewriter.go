@@ -15,6 +15,7 @@ type responseRecorder struct {
 	status   int
 	bytes    int64
 	hijacked bool
+	gone     bool // set by ClientGone
 }
 
 var (
@@ -24,6 +25,28 @@ var (
 
 func newResponseRecorder(w http.ResponseWriter) *responseRecorder {
 	return &responseRecorder{ResponseWriter: w}
+}
+
+// recorderFor is w when it already records (a Server's handlers, the
+// middleware inside one another, get one): one recorder serves them all,
+// so a request pays for one.
+func recorderFor(w http.ResponseWriter) *responseRecorder {
+	if rec, ok := w.(*responseRecorder); ok {
+		return rec
+	}
+	return newResponseRecorder(w)
+}
+
+// recorded serves next with a recorder over the connection's writer, and
+// drops the connection of a request that ended with ClientGone.
+func recorded(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := newResponseRecorder(w)
+		next.ServeHTTP(rec, r)
+		if rec.gone {
+			panic(http.ErrAbortHandler)
+		}
+	})
 }
 
 func (r *responseRecorder) WriteHeader(code int) {
@@ -68,6 +91,37 @@ func (r *responseRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 // Unwrap lets http.ResponseController reach the features of the wrapped
 // writer (deadlines, full duplex) that the recorder does not implement.
 func (r *responseRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// ClientGone ends the request of a client that went away before its
+// answer. Served by a Server, the request is logged and counted with
+// StatusClientClosedRequest, nothing is written, and once the handler has
+// returned the connection is dropped (an HTTP/2 stream reset) instead of
+// answered: net/http would otherwise send the status, which is for the
+// log alone, to a client that only half-closed its side, or an empty 200
+// for a handler that wrote nothing. A status already written stands, in
+// the log too. The writer's wrappers must unwrap (Unwrap) down to the
+// Server's; a writer with none under it (a test's recorder) is handed
+// the status.
+func ClientGone(w http.ResponseWriter) {
+	found := false
+	for u := w; ; {
+		if rec, ok := u.(*responseRecorder); ok {
+			found = true
+			rec.gone = true
+			if rec.status == 0 {
+				rec.status = StatusClientClosedRequest
+			}
+		}
+		next, ok := u.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			break
+		}
+		u = next.Unwrap()
+	}
+	if !found {
+		w.WriteHeader(StatusClientClosedRequest)
+	}
+}
 
 // written reports whether the response header has gone out, after which no
 // other status can be sent.

@@ -95,7 +95,7 @@ func New(name string, logger *slog.Logger, handler http.Handler, opts Options) *
 	base, endAll := context.WithCancel(context.Background())
 	s := &Server{name: name, logger: logger, shutdown: opts.ShutdownTimeout, endAll: endAll}
 	s.srv = &http.Server{
-		Handler:           s.running.track(bodyDeadlines(opts.BodyTimeout, opts.BodyIdleTimeout, opts.BodyMinRate, handler)),
+		Handler:           s.running.track(recorded(bodyDeadlines(opts.BodyTimeout, opts.BodyIdleTimeout, opts.BodyMinRate, handler))),
 		BaseContext:       func(net.Listener) context.Context { return base },
 		ReadHeaderTimeout: opts.ReadHeaderTimeout,
 		ReadTimeout:       opts.ReadTimeout,

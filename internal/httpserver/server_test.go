@@ -167,3 +167,39 @@ func waitRefused(t *testing.T, addr string) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestClientGoneIsNeverAnswered: a request its handler ends with
+// ClientGone is logged with 499 and dropped, never answered. net/http
+// cancels a request whose client half-closes its side, and that client,
+// still reading, got "HTTP/1.1 499" on the wire.
+func TestClientGoneIsNeverAnswered(t *testing.T) {
+	addr, log, _ := serveUntilStop(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-r.Context().Done()
+		ClientGone(w)
+	}), Options{})
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, "GET /half HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	c.(*net.TCPConn).CloseWrite()
+	got, err := io.ReadAll(c)
+	if err != nil || len(got) != 0 {
+		t.Errorf("half-closed client read %q, %v; want the connection closed with nothing on it", got, err)
+	}
+	var status any
+	for deadline := time.Now().Add(5 * time.Second); status == nil && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		for _, l := range logLinesWithMsg(t, log, "request") {
+			if l["path"] == "/half" {
+				status = l["status"]
+			}
+		}
+	}
+	if status != float64(StatusClientClosedRequest) {
+		t.Errorf("access log status = %v, want %d", status, StatusClientClosedRequest)
+	}
+}

@@ -36,7 +36,7 @@ var statusOf = map[apperr.Kind]int{
 // 499, for the access log alone.
 func (a *API) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if ctxErr := r.Context().Err(); ctxErr != nil && errors.Is(err, ctxErr) {
-		w.WriteHeader(httpserver.StatusClientClosedRequest)
+		httpserver.ClientGone(w)
 		return
 	}
 	e := auth.Classify(err)

@@ -68,8 +68,9 @@ func (a *API) idempotent(w http.ResponseWriter, r *http.Request, scope string, r
 	// freed) for its retry.
 	ctx = context.WithoutCancel(ctx)
 	// No answer to keep: ours failed, or the client left before there
-	// was one (499), and its retry must run afresh.
-	if rec.status >= 500 || rec.status == httpserver.StatusClientClosedRequest {
+	// was one (httpserver.ClientGone writes nothing, or 499 with no access
+	// log around it), and its retry must run afresh.
+	if rec.status >= 500 || rec.status == 0 || rec.status == httpserver.StatusClientClosedRequest {
 		if rerr := a.idem.Release(ctx, res); rerr != nil {
 			a.log.ErrorContext(ctx, "idempotency release", "err", rerr)
 		}
@@ -92,6 +93,10 @@ func (c *captureWriter) WriteHeader(s int) {
 	}
 	c.ResponseWriter.WriteHeader(s)
 }
+
+// Unwrap lets httpserver.ClientGone and http.ResponseController reach the
+// writers underneath.
+func (c *captureWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 
 func (c *captureWriter) Write(b []byte) (int, error) {
 	if c.status == 0 {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/palisade-auth/palisade/internal/apperr"
 	"github.com/palisade-auth/palisade/internal/clocktest"
+	"github.com/palisade-auth/palisade/internal/httpserver"
 	"github.com/palisade-auth/palisade/internal/idempotency"
 	"github.com/palisade-auth/palisade/internal/testdb"
 )
@@ -39,7 +40,11 @@ func TestIdempotentClientGone(t *testing.T) {
 				r.Header.Set("Content-Type", "application/json")
 				r.Header.Set("Idempotency-Key", key)
 				w := httptest.NewRecorder()
-				a.idempotent(w, r, "register", func([]byte) (int, any, error) { return run(cancel) })
+				// Under the access log, as served: a client gone is
+				// written nothing (httpserver.ClientGone), not 499.
+				httpserver.AccessLog(a.log, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					a.idempotent(w, r, "register", func([]byte) (int, any, error) { return run(cancel) })
+				})).ServeHTTP(w, r)
 				return w
 			}
 			created := func(cancel func()) (int, any, error) {

@@ -296,17 +296,22 @@ func TestAppBreakingOffAnEarlyAnswerIsTheApps(t *testing.T) {
 // TestClientLeavingMidUploadIsTheClients: a client that leaves with its
 // upload unfinished, the app not yet answering, is counted as gone, not
 // as the app's failure, though the transport then closes the connection
-// to the app as it would were the app dead.
+// to the app as it would were the app dead. It gets no answer: this one
+// only half-closes, and still reading, it was sent "HTTP/1.1 499", the
+// status that is for the log alone.
 func TestClientLeavingMidUploadIsTheClients(t *testing.T) {
 	for _, protocol := range upstreamProtocols {
 		t.Run(protocol, func(t *testing.T) {
 			wait := func(r io.Reader) { io.Copy(io.Discard, r) } // until the proxy gives up
-			conn, _, reg := uploadToFailingApp(t, protocol, func(w http.ResponseWriter, r *http.Request) {
+			conn, br, reg := uploadToFailingApp(t, protocol, func(w http.ResponseWriter, r *http.Request) {
 				wait(r.Body)
 			}, func(c net.Conn, req *http.Request) {
 				wait(c)
 			})
-			conn.Close()
+			conn.(*net.TCPConn).CloseWrite()
+			if got, err := io.ReadAll(br); err != nil || len(got) != 0 {
+				t.Errorf("half-closed client read %q, %v; want the connection closed with nothing on it", got, err)
+			}
 			var got map[string]float64
 			for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 				if got = failures(t, reg); got[proxy.FailureClientGone]+got[proxy.FailureUpstream]+got[proxy.FailureBodyTimeout]+got[proxy.FailureBadBody] > 0 {

@@ -341,7 +341,7 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 	if r.Context().Err() != nil && !bodyCut(w) && (errors.Is(err, context.Canceled) || bodyFailed(w, r)) {
 		// The client went away; nobody is left to answer.
 		p.cfg.Metrics.failure(FailureClientGone)
-		w.WriteHeader(httpserver.StatusClientClosedRequest)
+		httpserver.ClientGone(w)
 		return
 	}
 	if bodyFailed(w, r) {
