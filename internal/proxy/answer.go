@@ -7,7 +7,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"net/http/httputil"
 	"slices"
+	"sync"
 	"sync/atomic"
 
 	"github.com/palisade-auth/palisade/internal/httpserver"
@@ -33,11 +35,12 @@ type answerWriter struct {
 // in it and a clean end. A client that will not read until it has sent
 // everything is bounded by the body deadlines, as any stalled upload is.
 // The body, when there is one, is also returned.
-func newAnswerWriter(w http.ResponseWriter, r *http.Request) (http.ResponseWriter, *duplexBody) {
+func newAnswerWriter(w http.ResponseWriter, r *http.Request, bufs httputil.BufferPool) (http.ResponseWriter, *duplexBody) {
 	aw := answerWriter{ResponseWriter: w, id: httpserver.RequestIDFromContext(r.Context())}
 	if r.ProtoMajor == 1 && r.ContentLength != 0 {
 		http.NewResponseController(w).EnableFullDuplex()
 		aw.body = &duplexBody{ReadCloser: r.Body, left: r.ContentLength, w: w, r: r}
+		aw.body.out = newDuplexOut(aw.body, bufs)
 		r.Body = aw.body // as http.MaxBytesReader is used
 	}
 	if aw.id == "" && aw.body == nil {
@@ -78,77 +81,54 @@ func (w *answerWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // app that answers after the whole body answers a body that has ended.
 type duplexBody struct {
 	io.ReadCloser
-	left     int64       // bytes still to come when the length is known, else -1
-	started  atomic.Bool // a read began (and net/http sent any 100 Continue)
-	ended    atomic.Bool
-	cut      atomic.Bool                 // end ended it first
-	answered atomic.Bool                 // the app's answer has begun to arrive
-	appBroke atomic.Bool                 // a read of the app's answer failed, the client still there
-	conn     atomic.Pointer[watchedConn] // the connection to the app it goes on, when watched
-	failed   atomic.Bool                 // a read failed on the client's side: its body was malformed or cut short
-	w        http.ResponseWriter
-	r        *http.Request
+	left    int64       // bytes still to come when the length is known, else -1
+	started atomic.Bool // a read began (and net/http sent any 100 Continue)
+	ended   atomic.Bool
+	cut     atomic.Bool                 // end ended it first
+	conn    atomic.Pointer[watchedConn] // the connection to the app it goes on, when watched
+	failed  atomic.Bool                 // a read failed on the client's side: its body was malformed or cut short
+	out     *duplexOut                  // what the transport reads of it
+	w       http.ResponseWriter
+	r       *http.Request
 }
 
-// end, before the body's end (the app answered early, or failed), ends it
-// (httpserver.EndBody): the transport's goroutine may be waiting in a read
-// for the client's next bytes, and the answer, already whole, would wait
-// with it, HTTP/2's transport's until they came or the idle timeout ran
-// out. It must run while the handler does, and only once the app's answer
-// has been copied: net/http cancels the request when a read fails, which
-// would cut an answer still being read from the app.
+// end, before the body's end, ends it (httpserver.EndBody), so that a
+// read waiting for the client's next bytes returns. It must run while the
+// handler does, and only once the app's answer has been copied: net/http
+// cancels the request when a read fails, which would cut an answer still
+// being read from the app.
 func (b *duplexBody) end() {
 	if !b.ended.Load() && b.cut.CompareAndSwap(false, true) {
 		httpserver.EndBody(b.w, b.r)
 	}
 }
 
-// traced returns r with the hooks that tell b when the app's answer
-// begins and which connection to the app carries the body.
+// traced returns r with the hook that tells b which connection to the app
+// carries the body.
 func (b *duplexBody) traced(r *http.Request) *http.Request {
 	return r.WithContext(httptrace.WithClientTrace(r.Context(), &httptrace.ClientTrace{
 		GotConn: func(info httptrace.GotConnInfo) {
 			if c, ok := info.Conn.(*watchedConn); ok {
 				b.conn.Store(c)
-				c.body.Store(b)
+				c.out.Store(b.out)
 			}
 		},
-		GotFirstResponseByte: func() { b.answered.Store(true) },
 	}))
 }
 
-// appFailed ends the body when the app failed before its answer began:
-// the transport waits for the goroutine copying the body, which would
-// wait on the client until the idle timeout, which then blamed the client
-// for the app's failure.
-func (b *duplexBody) appFailed() {
-	// A request already cancelled is the client's doing (it left, or
-	// its body timed out): the transport closes the app's connection for
-	// that, and it is not the app's failure.
-	if !b.answered.Load() && b.r.Context().Err() == nil {
-		b.end()
-	}
-}
-
-// bodyCut reports whether the body of the request answered through w was
-// ended by the proxy, whose ending cancels the request: the client is not
-// gone for that.
-func bodyCut(w http.ResponseWriter) bool {
-	aw, ok := w.(*answerWriter)
-	return ok && aw.body != nil && aw.body.cut.Load()
-}
-
 // watchedConn is a connection to an HTTP/1.1 app that, closed by the
-// transport while an upload goes on it (the app closed or broke it), ends
-// that upload (appFailed).
+// transport while an upload goes on it (the app closed or broke it, or
+// the exchange ended), closes that upload's duplexOut: net/http's
+// HTTP/1.1 transport does not close the body itself then, and waits for
+// the read it has under way.
 type watchedConn struct {
 	net.Conn
-	body atomic.Pointer[duplexBody]
+	out atomic.Pointer[duplexOut]
 }
 
 func (c *watchedConn) Close() error {
-	if b := c.body.Swap(nil); b != nil {
-		b.appFailed()
+	if o := c.out.Swap(nil); o != nil {
+		o.Close()
 	}
 	return c.Conn.Close()
 }
@@ -164,43 +144,145 @@ func watchedDial(dial func(ctx context.Context, network, addr string) (net.Conn,
 	}
 }
 
-// duplexOut is the body ReverseProxy sends of a request whose body is a
-// duplexBody. It lets ModifyResponse find the client's body, and the
-// transport's Close ends it only when the app failed before answering
-// (ReverseProxy's own wrapper, which this one holds, ignores Close).
+// duplexOut is the body the transport sends of a request whose body is a
+// duplexBody. It reads the client's body in a goroutine of its own, one
+// read at a time and only when the transport asks (so a 100 Continue still
+// waits for the app), and its Close, by the transport once it is done with
+// the body (the app answered, failed, or reset the stream, or its
+// connection closed), returns a read waiting on the client at once. The
+// transport waits for that read, and when the client had paused its upload
+// it waited for the idle timeout, whose 408 then blamed the client for the
+// app's failure; ending the client's body instead cancels the request,
+// which would cut an answer still being copied, and cannot tell an answer
+// from a failure after a 1xx. The client's body and the request are left
+// as they are, for finish to end once the answer is out.
 type duplexOut struct {
-	io.ReadCloser
-	in *duplexBody
+	in     *duplexBody
+	bufs   httputil.BufferPool
+	ask    chan int      // the transport wants up to this many bytes
+	got    chan pumped   // what the goroutine read for it
+	stop   chan struct{} // closed by Close
+	exited chan struct{} // closed when the goroutine has returned
+	err    error         // why it returned, set before exited is closed
+
+	mu               sync.Mutex
+	running, stopped bool
 }
 
-// Close, by the transport before the app's answer began (HTTP/2's, when
-// the app reset the stream or the connection failed), ends the body.
-func (b *duplexOut) Close() error {
-	b.in.appFailed()
-	return b.ReadCloser.Close()
+type pumped struct {
+	buf []byte
+	err error
 }
 
-// endsClientBody is the app's answer to a request with a duplexBody,
-// whose Close, by ReverseProxy once it has copied the answer, ends the
-// client's body before the transport's Close waits for the goroutine
-// reading it.
-type endsClientBody struct {
-	io.ReadCloser
-	in *duplexBody
+// errUploadClosed is what a read of a duplexOut gets once the transport
+// has closed it.
+var errUploadClosed = errors.New("proxy: read of an upload the transport closed")
+
+func newDuplexOut(in *duplexBody, bufs httputil.BufferPool) *duplexOut {
+	return &duplexOut{in: in, bufs: bufs, ask: make(chan int), got: make(chan pumped), stop: make(chan struct{}), exited: make(chan struct{})}
 }
 
-func (b *endsClientBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if err != nil && err != io.EOF && b.in.r.Context().Err() == nil {
-		// Noted before Close ends the client's body, whose cancellation
-		// of the request would read as the client leaving.
-		b.in.appBroke.Store(true)
+func (o *duplexOut) Read(p []byte) (int, error) {
+	if !o.start() {
+		return 0, errUploadClosed
 	}
-	return n, err
+	select {
+	case o.ask <- len(p):
+	case <-o.stop:
+		return 0, errUploadClosed
+	case <-o.exited:
+		return 0, o.err
+	}
+	select {
+	case r := <-o.got:
+		return copy(p, r.buf), r.err
+	case <-o.stop:
+		return 0, errUploadClosed
+	}
 }
 
-func (b *endsClientBody) Close() error {
-	b.in.end()
+// start runs the goroutine on the first read, and reports whether the
+// body is still open.
+func (o *duplexOut) start() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.stopped {
+		return false
+	}
+	if !o.running {
+		o.running = true
+		go o.pump()
+	}
+	return true
+}
+
+// pump reads the client's body for each read the transport asks for,
+// into a buffer of its own, which a read cut off by Close leaves it
+// writing.
+func (o *duplexOut) pump() {
+	buf := o.bufs.Get()
+	defer func() {
+		o.bufs.Put(buf)
+		if o.err == nil {
+			o.err = errUploadClosed
+		}
+		close(o.exited)
+	}()
+	for {
+		var n int
+		select {
+		case n = <-o.ask:
+		case <-o.stop:
+			return
+		}
+		k, err := o.in.Read(buf[:min(n, len(buf))])
+		select {
+		case o.got <- pumped{buf[:k], err}:
+			// Taken only by a read that copies it before it asks again.
+		case <-o.stop:
+			return
+		}
+		if err != nil {
+			o.err = err
+			return
+		}
+	}
+}
+
+// Close returns the read under way, and every later one, at once; the
+// goroutine's read of the client's body goes on until finish ends it.
+func (o *duplexOut) Close() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if !o.stopped {
+		o.stopped = true
+		close(o.stop)
+	}
+	return nil
+}
+
+// wait, once the client's body has been ended, returns when the
+// goroutine has.
+func (o *duplexOut) wait() {
+	o.Close()
+	o.mu.Lock()
+	running := o.running
+	o.mu.Unlock()
+	if running {
+		<-o.exited
+	}
+}
+
+// closesUpload is the app's answer to a request with a duplexBody, whose
+// Close, by ReverseProxy once it has copied the answer, closes the body
+// the transport sends, whatever of it the client has yet to send.
+type closesUpload struct {
+	io.ReadCloser
+	out *duplexOut
+}
+
+func (b *closesUpload) Close() error {
+	b.out.Close()
 	return b.ReadCloser.Close()
 }
 
@@ -210,9 +292,10 @@ func (b *endsClientBody) Close() error {
 // request's, reads on and panics (golang/go#68560).
 func (b *duplexBody) finish() {
 	b.end()
+	b.out.wait()
 	b.ReadCloser.Close()
 	if c := b.conn.Load(); c != nil {
-		c.body.CompareAndSwap(b, nil)
+		c.out.CompareAndSwap(b.out, nil)
 	}
 }
 
@@ -254,11 +337,4 @@ func duplexOf(w http.ResponseWriter, r *http.Request) *duplexBody {
 func bodyFailed(w http.ResponseWriter, r *http.Request) bool {
 	b := duplexOf(w, r)
 	return b != nil && b.failed.Load()
-}
-
-// appBroke reports whether the app broke off its answer to r while the
-// client was there, whatever cancelled the request after.
-func appBroke(w http.ResponseWriter, r *http.Request) bool {
-	b := duplexOf(w, r)
-	return b != nil && b.appBroke.Load()
 }

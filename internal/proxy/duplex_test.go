@@ -233,9 +233,15 @@ func uploadToFailingApp(t *testing.T, protocol string, app http.HandlerFunc, scr
 	reg := prometheus.NewRegistry()
 	p := proxy.NewProxy(ks.Verifier(t), up, nil, proxy.Config{Logger: slog.New(slog.DiscardHandler), Metrics: proxy.NewMetrics(reg, func() float64 { return 0 }), UpstreamProtocol: protocol})
 	addr := serveProxy(t, p, httpserver.Options{BodyIdleTimeout: 30 * time.Second})
-	conn, br := rawHTTP1(t, addr, "POST /upload HTTP/1.1\r\nHost: app\r\nAuthorization: Bearer "+ks.Token(t, "user-1")+"\r\nContent-Length: 100000\r\n\r\n"+strings.Repeat("x", 5000))
+	conn, br := rawHTTP1(t, addr, "POST /upload HTTP/1.1\r\nHost: app\r\nAuthorization: Bearer "+ks.Token(t, "user-1")+"\r\nContent-Length: 100000\r\n\r\n"+strings.Repeat("x", uploadSent))
 	return conn, br, reg
 }
+
+// uploadSent is how much of its upload uploadToFailingApp's client sends.
+// A script that answers reads all of it first: closing a connection with
+// bytes unread resets it, and the reset can destroy the answer before the
+// proxy has read it.
+const uploadSent = 5000
 
 // TestAppFailingMidUploadIsTheApps: an app that fails while a client's
 // upload is open, with the client quiet for the moment, is answered 502
@@ -251,14 +257,50 @@ func TestAppFailingMidUploadIsTheApps(t *testing.T) {
 			}, func(c net.Conn, req *http.Request) {
 				io.ReadFull(req.Body, make([]byte, 1000))
 			})
-			resp, err := http.ReadResponse(br, nil)
-			if err != nil {
-				t.Fatalf("the app failed with the upload open: %v; want 502 at once", err)
+			checkAppFailed(t, br, reg)
+		})
+	}
+}
+
+// checkAppFailed checks that the client, its upload open, was answered
+// 502 (before the read deadline, 20 s short of the idle timeout's 408)
+// and the failure counted as the app's.
+func checkAppFailed(t *testing.T, br *bufio.Reader, reg *prometheus.Registry) {
+	t.Helper()
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("the app failed with the upload open: %v; want 502 at once", err)
+	}
+	checkProblem(t, "the upload", resp, "bad_gateway")
+	if got := failures(t, reg); got[proxy.FailureUpstream] != 1 || got[proxy.FailureBodyTimeout] != 0 || got[proxy.FailureClientGone] != 0 {
+		t.Errorf("verifier_proxy_failures_total = %v; want one upstream failure", got)
+	}
+}
+
+// TestAppFailingAfterAnInterimAnswerIsTheApps: an app that fails after
+// a 1xx (103 Early Hints here), the client's upload open and quiet, is
+// answered 502 at once, after the 1xx, and counted as the app's failure.
+// The proxy took the 1xx for the answer's start, after which the app's
+// failure was left to the transport, which waited for its read of the
+// client's body until the idle timeout, and its 408 blamed the client.
+func TestAppFailingAfterAnInterimAnswerIsTheApps(t *testing.T) {
+	const hint = "</style.css>; rel=preload"
+	for _, protocol := range upstreamProtocols {
+		t.Run(protocol, func(t *testing.T) {
+			_, br, reg := uploadToFailingApp(t, protocol, func(w http.ResponseWriter, r *http.Request) {
+				io.ReadFull(r.Body, make([]byte, 1000))
+				w.Header().Set("Link", hint)
+				w.WriteHeader(http.StatusEarlyHints)
+				panic(http.ErrAbortHandler)
+			}, func(c net.Conn, req *http.Request) {
+				io.ReadFull(req.Body, make([]byte, uploadSent))
+				io.WriteString(c, "HTTP/1.1 103 Early Hints\r\nLink: "+hint+"\r\n\r\n")
+			})
+			interim, err := http.ReadResponse(br, nil)
+			if err != nil || interim.StatusCode != http.StatusEarlyHints || interim.Header.Get("Link") != hint {
+				t.Fatalf("first answer = %v, %v; want the app's 103", interim, err)
 			}
-			checkProblem(t, "the upload", resp, "bad_gateway")
-			if got := failures(t, reg); got[proxy.FailureUpstream] != 1 || got[proxy.FailureBodyTimeout] != 0 || got[proxy.FailureClientGone] != 0 {
-				t.Errorf("verifier_proxy_failures_total = %v; want one upstream failure", got)
-			}
+			checkAppFailed(t, br, reg)
 		})
 	}
 }
@@ -275,7 +317,8 @@ func TestAppBreakingOffAnEarlyAnswerIsTheApps(t *testing.T) {
 				io.WriteString(w, "part")
 				http.NewResponseController(w).Flush()
 				panic(http.ErrAbortHandler)
-			}, func(c net.Conn, _ *http.Request) {
+			}, func(c net.Conn, req *http.Request) {
+				io.ReadFull(req.Body, make([]byte, uploadSent))
 				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npart")
 			})
 			resp, err := http.ReadResponse(br, nil)
@@ -283,7 +326,7 @@ func TestAppBreakingOffAnEarlyAnswerIsTheApps(t *testing.T) {
 				_, err = io.ReadAll(resp.Body)
 			}
 			if err == nil {
-				t.Fatal("the answer the app broke off read to a clean end")
+				t.Fatalf("the answer the app broke off read to a clean end: %d %v", resp.StatusCode, failures(t, reg))
 			}
 			// Counted before the connection was dropped.
 			if got := failures(t, reg); got[proxy.FailureUpstream] != 1 || got[proxy.FailureClientGone] != 0 {

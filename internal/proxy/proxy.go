@@ -108,7 +108,7 @@ func NewProxy(v *verify.Verifier, upstream *url.URL, transport http.RoundTripper
 				return errBadStatus // 502, not net/http's panic on WriteHeader
 			}
 			if out, ok := requestBody(res).(*duplexOut); ok {
-				res.Body = &endsClientBody{ReadCloser: res.Body, in: out.in}
+				res.Body = &closesUpload{ReadCloser: res.Body, out: out}
 			}
 			if res.StatusCode == http.StatusNoContent || res.StatusCode == http.StatusNotModified {
 				// No content, whatever Content-Length says (a 304's may
@@ -168,21 +168,23 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if id != nil && p.cfg.UpstreamProtocol == UpstreamH2C {
 		r = boundFirstMessage(r)
 	}
-	defer p.endBrokenAnswer(w, r)
 	if p.direct != nil && up != upgradeWebSocket && p.direct.takes(r) {
+		defer p.endBrokenAnswer(w, r)
 		if err := p.direct.serve(w, r); err != nil {
 			p.upstreamError(w, r, err)
 		}
 		return
 	}
-	w, body := newAnswerWriter(w, r)
+	w, body := newAnswerWriter(w, r, p.rp.BufferPool)
 	if body != nil {
 		r = body.traced(r)
+		// The answer is out, or broke off: what is left of the body is
+		// not waited for. After endBrokenAnswer, whose count ending the
+		// body, which cancels the request, would make a client leaving.
+		defer body.finish()
 	}
+	defer p.endBrokenAnswer(w, r)
 	p.rp.ServeHTTP(w, r)
-	if body != nil {
-		body.finish() // the answer is out: what is left of the body is not waited for
-	}
 }
 
 // ReasonUnforwardable is the metrics reason of a request the proxy does
@@ -242,7 +244,7 @@ func (p *Proxy) endBrokenAnswer(w http.ResponseWriter, r *http.Request) {
 	case httpserver.BodyTimedOut(r.Context()):
 		code, message = grpcDeadlineExceeded, grpcRefusals[refuseBodyTimeout].message
 		p.cfg.Metrics.failure(FailureBodyTimeout)
-	case r.Context().Err() != nil && !appBroke(w, r):
+	case r.Context().Err() != nil:
 		p.cfg.Metrics.failure(FailureClientGone)
 		panic(v)
 	case bodyFailed(w, r):
@@ -281,7 +283,10 @@ func (p *Proxy) rewrite(upstream *url.URL) func(*httputil.ProxyRequest) {
 		pr.Out.Trailer = nil
 		switch in := pr.In.Body.(type) {
 		case *duplexBody:
-			pr.Out.Body = &duplexOut{ReadCloser: pr.Out.Body, in: in}
+			// Read from the client's body itself: ReverseProxy's wrapper
+			// fails reads once ServeHTTP returns, and the goroutine
+			// reading for the transport may be in one.
+			pr.Out.Body = in.out
 		default:
 			if pr.In.ProtoMajor == 2 && pr.Out.Body != nil {
 				pr.Out.Body = &streamBody{ReadCloser: pr.Out.Body, in: pr.In.Body}
@@ -338,7 +343,7 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 		p.refuse(w, r, refuseBodyTimeout)
 		return
 	}
-	if r.Context().Err() != nil && !bodyCut(w) && (errors.Is(err, context.Canceled) || bodyFailed(w, r)) {
+	if r.Context().Err() != nil && (errors.Is(err, context.Canceled) || bodyFailed(w, r)) {
 		// The client went away; nobody is left to answer.
 		p.cfg.Metrics.failure(FailureClientGone)
 		httpserver.ClientGone(w)
