@@ -319,6 +319,20 @@ func (b *duplexBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// settle, for a request the client's side cancelled, waits for the read
+// of its HTTP/1.1 body under way, if any, to return. net/http cancels a
+// request whose body read fails from inside the read, and the transports
+// return on the cancellation, HTTP/2's without waiting for the read; the
+// cause it returns with (a body timeout, BodyTimedOut) must be known
+// before the failure is put down to the client leaving. The wait is
+// short: the read is failing, or the connection is closed (the server's
+// shutdown closes it after its grace).
+func settle(w http.ResponseWriter, r *http.Request) {
+	if b := duplexOf(w, r); b != nil && r.Context().Err() != nil {
+		b.out.wait()
+	}
+}
+
 // duplexOf is the HTTP/1.1 body of r, answered through w, or nil: r's
 // own (ServeHTTP's request), or the one w holds (for ReverseProxy's).
 func duplexOf(w http.ResponseWriter, r *http.Request) *duplexBody {

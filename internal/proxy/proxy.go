@@ -239,6 +239,7 @@ func (p *Proxy) endBrokenAnswer(w http.ResponseWriter, r *http.Request) {
 	if v != http.ErrAbortHandler {
 		panic(v)
 	}
+	settle(w, r)
 	code, message := grpcUnavailable, "the application behind the verifier broke off the call"
 	switch {
 	case httpserver.BodyTimedOut(r.Context()):
@@ -333,6 +334,7 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 	// First the client's own failures, which the transport mostly reports
 	// as context.Canceled: net/http cancels the request's context when a
 	// read of its body fails.
+	settle(w, r)
 	if httpserver.BodyTimedOut(r.Context()) {
 		// The body stalled or trickled past --read-idle-timeout or
 		// --read-min-rate: the app is not at fault, and the client, still
