@@ -161,6 +161,7 @@ type duplexOut struct {
 	bufs   httputil.BufferPool
 	ask    chan int      // the transport wants up to this many bytes
 	got    chan pumped   // what the goroutine read for it
+	copied chan struct{} // the read has copied what it got: the buffer is free
 	stop   chan struct{} // closed by Close
 	exited chan struct{} // closed when the goroutine has returned
 	err    error         // why it returned, set before exited is closed
@@ -179,7 +180,7 @@ type pumped struct {
 var errUploadClosed = errors.New("proxy: read of an upload the transport closed")
 
 func newDuplexOut(in *duplexBody, bufs httputil.BufferPool) *duplexOut {
-	return &duplexOut{in: in, bufs: bufs, ask: make(chan int), got: make(chan pumped), stop: make(chan struct{}), exited: make(chan struct{})}
+	return &duplexOut{in: in, bufs: bufs, ask: make(chan int), got: make(chan pumped), copied: make(chan struct{}, 1), stop: make(chan struct{}), exited: make(chan struct{})}
 }
 
 func (o *duplexOut) Read(p []byte) (int, error) {
@@ -195,7 +196,9 @@ func (o *duplexOut) Read(p []byte) (int, error) {
 	}
 	select {
 	case r := <-o.got:
-		return copy(p, r.buf), r.err
+		n := copy(p, r.buf)
+		o.copied <- struct{}{}
+		return n, r.err
 	case <-o.stop:
 		return 0, errUploadClosed
 	}
@@ -217,8 +220,11 @@ func (o *duplexOut) start() bool {
 }
 
 // pump reads the client's body for each read the transport asks for,
-// into a buffer of its own, which a read cut off by Close leaves it
-// writing.
+// into a buffer of its own (a read cut off by Close leaves it writing),
+// which it reuses or gives back only once the read it went to has copied
+// it: the last bytes come with io.EOF, and a Close can come between the
+// handing over and the copy. A buffer given back early went to another
+// request's upload or answer while this one's was copied from it.
 func (o *duplexOut) pump() {
 	buf := o.bufs.Get()
 	defer func() {
@@ -238,7 +244,7 @@ func (o *duplexOut) pump() {
 		k, err := o.in.Read(buf[:min(n, len(buf))])
 		select {
 		case o.got <- pumped{buf[:k], err}:
-			// Taken only by a read that copies it before it asks again.
+			<-o.copied
 		case <-o.stop:
 			return
 		}
