@@ -24,7 +24,7 @@ import (
 type answerWriter struct {
 	http.ResponseWriter
 	id   string      // "" when the request has none
-	body *duplexBody // nil when no HTTP/1.1 body is forwarded
+	body *duplexBody // nil when the body is not forwarded as one
 }
 
 // newAnswerWriter returns w wrapped when r needs it, and puts an HTTP/1.1
@@ -34,11 +34,16 @@ type answerWriter struct {
 // transport was still forwarding, so the app got the upload with a hole
 // in it and a clean end. A client that will not read until it has sent
 // everything is bounded by the body deadlines, as any stalled upload is.
-// The body, when there is one, is also returned.
-func newAnswerWriter(w http.ResponseWriter, r *http.Request, bufs httputil.BufferPool) (http.ResponseWriter, *duplexBody) {
+// The body, when there is one, is also returned. An HTTP/2 request's body,
+// full duplex by nature, gets one too when http1 says the app's transport
+// is HTTP/1.1, whose failures only it can pass on (see duplexOut); to an
+// h2c app it goes as a streamBody.
+func newAnswerWriter(w http.ResponseWriter, r *http.Request, http1 bool, bufs httputil.BufferPool) (http.ResponseWriter, *duplexBody) {
 	aw := answerWriter{ResponseWriter: w, id: httpserver.RequestIDFromContext(r.Context())}
-	if r.ProtoMajor == 1 && r.ContentLength != 0 {
-		http.NewResponseController(w).EnableFullDuplex()
+	if r.ContentLength != 0 && (r.ProtoMajor == 1 || http1) {
+		if r.ProtoMajor == 1 {
+			http.NewResponseController(w).EnableFullDuplex()
+		}
 		aw.body = &duplexBody{ReadCloser: r.Body, left: r.ContentLength, w: w, r: r}
 		aw.body.out = newDuplexOut(aw.body, bufs)
 		r.Body = aw.body // as http.MaxBytesReader is used
@@ -61,7 +66,7 @@ func (w *answerWriter) WriteHeader(code int) {
 		if w.id != "" && !slices.Contains(h[httpserver.HeaderRequestID], w.id) {
 			h[httpserver.HeaderRequestID] = append([]string{w.id}, h[httpserver.HeaderRequestID]...)
 		}
-		if w.body != nil && !w.body.ended.Load() {
+		if w.body != nil && !w.body.ended.Load() && w.body.r.ProtoMajor == 1 {
 			// In full duplex, net/http reuses a connection whose body
 			// then fails (a stalled or malformed one), and whatever of it
 			// remains would be read as the next request.
@@ -75,9 +80,9 @@ func (w *answerWriter) WriteHeader(code int) {
 // deadlines, full duplex, the WebSocket hijack).
 func (w *answerWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// duplexBody is an HTTP/1.1 request's body, forwarded in full duplex,
-// that tells whether it has been read to its end: by its length, or its
-// last chunk. The transport reads the end before it passes it on, so an
+// duplexBody is a request's body, forwarded in full duplex, that tells
+// whether it has been read to its end: by its length, or its last chunk
+// (HTTP/2: the end of its stream). The transport reads the end before it passes it on, so an
 // app that answers after the whole body answers a body that has ended.
 type duplexBody struct {
 	io.ReadCloser
@@ -326,7 +331,7 @@ func (b *duplexBody) Read(p []byte) (int, error) {
 }
 
 // settle, for a request the client's side cancelled, waits for the read
-// of its HTTP/1.1 body under way, if any, to return. net/http cancels a
+// of its body under way, if any, to return. net/http cancels a
 // request whose body read fails from inside the read, and the transports
 // return on the cancellation, HTTP/2's without waiting for the read; the
 // cause it returns with (a body timeout, BodyTimedOut) must be known
@@ -339,7 +344,7 @@ func settle(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// duplexOf is the HTTP/1.1 body of r, answered through w, or nil: r's
+// duplexOf is the duplexBody of r, answered through w, or nil: r's
 // own (ServeHTTP's request), or the one w holds (for ReverseProxy's).
 func duplexOf(w http.ResponseWriter, r *http.Request) *duplexBody {
 	if b, ok := r.Body.(*duplexBody); ok {
@@ -351,7 +356,7 @@ func duplexOf(w http.ResponseWriter, r *http.Request) *duplexBody {
 	return nil
 }
 
-// bodyFailed reports whether the HTTP/1.1 body of r, answered through w,
+// bodyFailed reports whether the duplexBody of r, answered through w,
 // failed on the client's side (malformed framing, or cut short): a
 // transport error that follows is the client's doing, not the app's.
 func bodyFailed(w http.ResponseWriter, r *http.Request) bool {

@@ -221,6 +221,15 @@ func TestKeepAliveUploads(t *testing.T) {
 // the proxy's metrics.
 func uploadToFailingApp(t *testing.T, protocol string, app http.HandlerFunc, script func(net.Conn, *http.Request)) (net.Conn, *bufio.Reader, *prometheus.Registry) {
 	t.Helper()
+	addr, token, reg := failingAppBehind(t, protocol, app, script)
+	conn, br := rawHTTP1(t, addr, "POST /upload HTTP/1.1\r\nHost: app\r\nAuthorization: Bearer "+token+"\r\nContent-Length: 100000\r\n\r\n"+strings.Repeat("x", uploadSent))
+	return conn, br, reg
+}
+
+// failingAppBehind is the proxy of uploadToFailingApp: its address, a
+// valid token and its metrics.
+func failingAppBehind(t *testing.T, protocol string, app http.HandlerFunc, script func(net.Conn, *http.Request)) (addr, token string, reg *prometheus.Registry) {
+	t.Helper()
 	ks := verifytest.NewKeySet(t)
 	up := h2cApp(t, app)
 	if protocol == proxy.UpstreamHTTP1 {
@@ -230,11 +239,9 @@ func uploadToFailingApp(t *testing.T, protocol string, app http.HandlerFunc, scr
 			}
 		}))
 	}
-	reg := prometheus.NewRegistry()
+	reg = prometheus.NewRegistry()
 	p := proxy.NewProxy(ks.Verifier(t), up, nil, proxy.Config{Logger: slog.New(slog.DiscardHandler), Metrics: proxy.NewMetrics(reg, func() float64 { return 0 }), UpstreamProtocol: protocol})
-	addr := serveProxy(t, p, httpserver.Options{BodyIdleTimeout: 30 * time.Second})
-	conn, br := rawHTTP1(t, addr, "POST /upload HTTP/1.1\r\nHost: app\r\nAuthorization: Bearer "+ks.Token(t, "user-1")+"\r\nContent-Length: 100000\r\n\r\n"+strings.Repeat("x", uploadSent))
-	return conn, br, reg
+	return serveProxy(t, p, httpserver.Options{BodyIdleTimeout: 30 * time.Second}), ks.Token(t, "user-1"), reg
 }
 
 // uploadSent is how much of its upload uploadToFailingApp's client sends.
@@ -268,12 +275,45 @@ func TestAppFailingMidUploadIsTheApps(t *testing.T) {
 func checkAppFailed(t *testing.T, br *bufio.Reader, reg *prometheus.Registry) {
 	t.Helper()
 	resp, err := http.ReadResponse(br, nil)
+	checkBadGateway(t, resp, err, reg)
+}
+
+// checkBadGateway checks the answer of checkAppFailed.
+func checkBadGateway(t *testing.T, resp *http.Response, err error, reg *prometheus.Registry) {
+	t.Helper()
 	if err != nil {
 		t.Fatalf("the app failed with the upload open: %v; want 502 at once", err)
 	}
 	checkProblem(t, "the upload", resp, "bad_gateway")
 	if got := failures(t, reg); got[proxy.FailureUpstream] != 1 || got[proxy.FailureBodyTimeout] != 0 || got[proxy.FailureClientGone] != 0 {
 		t.Errorf("verifier_proxy_failures_total = %v; want one upstream failure", got)
+	}
+}
+
+// TestHTTP2UploadToAFailingHTTP1App: an HTTP/2 client's upload, open and
+// quiet, to an HTTP/1.1 app that dies (after a 103 or before) is answered
+// 502 at once and counted as the app's failure. Only HTTP/1.1 clients'
+// bodies could be let go of when the app's connection closed; this
+// client waited for the idle timeout, whose 408 blamed it.
+func TestHTTP2UploadToAFailingHTTP1App(t *testing.T) {
+	for _, hint := range []bool{false, true} {
+		t.Run(fmt.Sprintf("103=%t", hint), func(t *testing.T) {
+			addr, token, reg := failingAppBehind(t, proxy.UpstreamHTTP1, nil, func(c net.Conn, req *http.Request) {
+				io.ReadFull(req.Body, make([]byte, uploadSent))
+				if hint {
+					io.WriteString(c, "HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n")
+				}
+			})
+			body, upload := io.Pipe()
+			defer upload.Close()
+			go upload.Write(make([]byte, uploadSent)) // and then nothing, the upload open
+			req, _ := http.NewRequest("POST", "http://"+addr+"/upload", body)
+			req.Header.Set("Authorization", "Bearer "+token)
+			client := h2cClient(t)
+			client.Timeout = 10 * time.Second // 20 s short of the idle timeout
+			resp, err := client.Do(req)
+			checkBadGateway(t, resp, err, reg)
+		})
 	}
 }
 

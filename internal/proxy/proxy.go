@@ -175,7 +175,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	w, body := newAnswerWriter(w, r, p.rp.BufferPool)
+	w, body := newAnswerWriter(w, r, p.cfg.UpstreamProtocol != UpstreamH2C, p.rp.BufferPool)
 	if body != nil {
 		r = body.traced(r)
 		// The answer is out, or broke off: what is left of the body is
