@@ -133,7 +133,7 @@ type watchedConn struct {
 
 func (c *watchedConn) Close() error {
 	if o := c.out.Swap(nil); o != nil {
-		o.Close()
+		o.closeWith(errAppConnClosed)
 	}
 	return c.Conn.Close()
 }
@@ -168,6 +168,7 @@ type duplexOut struct {
 	got    chan pumped   // what the goroutine read for it
 	copied chan struct{} // the read has copied what it got: the buffer is free
 	stop   chan struct{} // closed by Close
+	why    error         // what reads get once stop is closed, set before
 	exited chan struct{} // closed when the goroutine has returned
 	err    error         // why it returned, set before exited is closed
 
@@ -181,8 +182,13 @@ type pumped struct {
 }
 
 // errUploadClosed is what a read of a duplexOut gets once the transport
-// has closed it.
-var errUploadClosed = errors.New("proxy: read of an upload the transport closed")
+// has closed it; errAppConnClosed once the connection to the app the
+// upload went on has closed, which is what the log should say of an app
+// that died mid-upload.
+var (
+	errUploadClosed  = errors.New("proxy: read of an upload the transport closed")
+	errAppConnClosed = errors.New("proxy: the connection to the app closed during the upload")
+)
 
 func newDuplexOut(in *duplexBody, bufs httputil.BufferPool) *duplexOut {
 	return &duplexOut{in: in, bufs: bufs, ask: make(chan int), got: make(chan pumped), copied: make(chan struct{}, 1), stop: make(chan struct{}), exited: make(chan struct{})}
@@ -190,12 +196,12 @@ func newDuplexOut(in *duplexBody, bufs httputil.BufferPool) *duplexOut {
 
 func (o *duplexOut) Read(p []byte) (int, error) {
 	if !o.start() {
-		return 0, errUploadClosed
+		return 0, o.why
 	}
 	select {
 	case o.ask <- len(p):
 	case <-o.stop:
-		return 0, errUploadClosed
+		return 0, o.why
 	case <-o.exited:
 		return 0, o.err
 	}
@@ -205,7 +211,7 @@ func (o *duplexOut) Read(p []byte) (int, error) {
 		o.copied <- struct{}{}
 		return n, r.err
 	case <-o.stop:
-		return 0, errUploadClosed
+		return 0, o.why
 	}
 }
 
@@ -235,7 +241,7 @@ func (o *duplexOut) pump() {
 	defer func() {
 		o.bufs.Put(buf)
 		if o.err == nil {
-			o.err = errUploadClosed
+			o.err = o.why // it returned for stop
 		}
 		close(o.exited)
 	}()
@@ -263,13 +269,19 @@ func (o *duplexOut) pump() {
 // Close returns the read under way, and every later one, at once; the
 // goroutine's read of the client's body goes on until finish ends it.
 func (o *duplexOut) Close() error {
+	o.closeWith(errUploadClosed)
+	return nil
+}
+
+// closeWith is Close, whose reads get err if it is the first.
+func (o *duplexOut) closeWith(err error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if !o.stopped {
 		o.stopped = true
+		o.why = err
 		close(o.stop)
 	}
-	return nil
 }
 
 // wait, once the client's body has been ended, returns when the
