@@ -35,17 +35,20 @@ type answerWriter struct {
 // in it and a clean end. A client that will not read until it has sent
 // everything is bounded by the body deadlines, as any stalled upload is.
 // The body, when there is one, is also returned. An HTTP/2 request's body,
-// full duplex by nature, gets one too when http1 says the app's transport
-// is HTTP/1.1, whose failures only it can pass on (see duplexOut); to an
-// h2c app it goes as a streamBody.
+// full duplex by nature, is read by the transport through a duplexOut
+// when http1 says the app's transport is HTTP/1.1, whose failures only
+// that can pass on; to an h2c app, whose transport closes the body, it
+// goes as a streamBody, the cheaper for a gRPC call.
 func newAnswerWriter(w http.ResponseWriter, r *http.Request, http1 bool, bufs httputil.BufferPool) (http.ResponseWriter, *duplexBody) {
 	aw := answerWriter{ResponseWriter: w, id: httpserver.RequestIDFromContext(r.Context())}
-	if r.ContentLength != 0 && (r.ProtoMajor == 1 || http1) {
+	if r.ContentLength != 0 {
 		if r.ProtoMajor == 1 {
 			http.NewResponseController(w).EnableFullDuplex()
 		}
 		aw.body = &duplexBody{ReadCloser: r.Body, left: r.ContentLength, w: w, r: r}
-		aw.body.out = newDuplexOut(aw.body, bufs)
+		if r.ProtoMajor == 1 || http1 {
+			aw.body.out = newDuplexOut(aw.body, bufs)
+		}
 		r.Body = aw.body // as http.MaxBytesReader is used
 	}
 	if aw.id == "" && aw.body == nil {
@@ -90,9 +93,10 @@ type duplexBody struct {
 	started atomic.Bool // a read began (and net/http sent any 100 Continue)
 	ended   atomic.Bool
 	cut     atomic.Bool                 // end ended it first
+	closed  atomic.Bool                 // Close, by the proxy, ended it first
 	conn    atomic.Pointer[watchedConn] // the connection to the app it goes on, when watched
 	failed  atomic.Bool                 // a read failed on the client's side: its body was malformed or cut short
-	out     *duplexOut                  // what the transport reads of it
+	out     *duplexOut                  // what the transport reads of it; nil for a streamBody
 	w       http.ResponseWriter
 	r       *http.Request
 }
@@ -109,8 +113,11 @@ func (b *duplexBody) end() {
 }
 
 // traced returns r with the hook that tells b which connection to the app
-// carries the body.
+// carries the body, when it goes through a duplexOut.
 func (b *duplexBody) traced(r *http.Request) *http.Request {
+	if b.out == nil {
+		return r
+	}
 	return r.WithContext(httptrace.WithClientTrace(r.Context(), &httptrace.ClientTrace{
 		GotConn: func(info httptrace.GotConnInfo) {
 			if c, ok := info.Conn.(*watchedConn); ok {
@@ -315,11 +322,22 @@ func (b *closesUpload) Close() error {
 // request's, reads on and panics (golang/go#68560).
 func (b *duplexBody) finish() {
 	b.end()
+	if b.out == nil {
+		b.ReadCloser.Close()
+		return
+	}
 	b.out.wait()
 	b.ReadCloser.Close()
 	if c := b.conn.Load(); c != nil {
 		c.out.CompareAndSwap(b.out, nil)
 	}
+}
+
+// Close ends the client's body for the transport (see streamBody): its
+// reads then fail, which is not the client's doing.
+func (b *duplexBody) Close() error {
+	b.closed.Store(true)
+	return b.ReadCloser.Close()
 }
 
 func (b *duplexBody) Read(p []byte) (int, error) {
@@ -336,7 +354,7 @@ func (b *duplexBody) Read(p []byte) (int, error) {
 	switch {
 	case err == io.EOF || b.left == 0:
 		b.ended.Store(true)
-	case err != nil && !b.cut.Load() && !errors.Is(err, httpserver.ErrBodyTimeout):
+	case err != nil && !b.cut.Load() && !b.closed.Load() && !errors.Is(err, httpserver.ErrBodyTimeout):
 		b.failed.Store(true)
 	}
 	return n, err
@@ -351,7 +369,7 @@ func (b *duplexBody) Read(p []byte) (int, error) {
 // short: the read is failing, or the connection is closed (the server's
 // shutdown closes it after its grace).
 func settle(w http.ResponseWriter, r *http.Request) {
-	if b := duplexOf(w, r); b != nil && r.Context().Err() != nil {
+	if b := duplexOf(w, r); b != nil && b.out != nil && r.Context().Err() != nil {
 		b.out.wait()
 	}
 }

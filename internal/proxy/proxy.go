@@ -282,15 +282,14 @@ func (p *Proxy) rewrite(upstream *url.URL) func(*httputil.ProxyRequest) {
 		// the whole connection, every user's calls on it. Cut, they used
 		// to reach the app as names without values.
 		pr.Out.Trailer = nil
-		switch in := pr.In.Body.(type) {
-		case *duplexBody:
-			// Read from the client's body itself: ReverseProxy's wrapper
-			// fails reads once ServeHTTP returns, and the goroutine
-			// reading for the transport may be in one.
-			pr.Out.Body = in.out
-		default:
-			if pr.In.ProtoMajor == 2 && pr.Out.Body != nil {
-				pr.Out.Body = &streamBody{ReadCloser: pr.Out.Body, in: pr.In.Body}
+		if in, ok := pr.In.Body.(*duplexBody); ok && pr.Out.Body != nil {
+			if in.out != nil {
+				// Read from the client's body itself: ReverseProxy's
+				// wrapper fails reads once ServeHTTP returns, and the
+				// goroutine reading for the transport may be in one.
+				pr.Out.Body = in.out
+			} else {
+				pr.Out.Body = &streamBody{ReadCloser: pr.Out.Body, in: in}
 			}
 		}
 		// The refresh and CSRF cookies are the issuer's business; an app
