@@ -45,7 +45,14 @@ func newAnswerWriter(w http.ResponseWriter, r *http.Request, http1 bool, bufs ht
 		if r.ProtoMajor == 1 {
 			http.NewResponseController(w).EnableFullDuplex()
 		}
-		aw.body = &duplexBody{ReadCloser: r.Body, left: r.ContentLength, w: w, r: r}
+		aw.body = &duplexBody{ReadCloser: r.Body, left: -1, w: w, r: r}
+		if r.ProtoMajor == 1 {
+			// An HTTP/2 body is read to the end of its stream, past its
+			// length: a client may still send trailers, which Go's server,
+			// once the handler has returned, takes for a connection error
+			// and ends every stream on the connection (golang/go#58286).
+			aw.body.left = r.ContentLength
+		}
 		if r.ProtoMajor == 1 || http1 {
 			aw.body.out = newDuplexOut(aw.body, bufs)
 		}
@@ -89,7 +96,7 @@ func (w *answerWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // app that answers after the whole body answers a body that has ended.
 type duplexBody struct {
 	io.ReadCloser
-	left    int64       // bytes still to come when the length is known, else -1
+	left    int64       // bytes still to come when the length is known (HTTP/1.1), else -1
 	started atomic.Bool // a read began (and net/http sent any 100 Continue)
 	ended   atomic.Bool
 	cut     atomic.Bool                 // end ended it first

@@ -23,6 +23,7 @@ const (
 	refuseUnauthenticated refusal = iota // no valid token: 401
 	refuseCSRF                           // a cookie-authenticated request failing the CSRF rule: 403
 	refuseBodyTimeout                    // the body stalled or trickled: 408
+	refuseBadBody                        // the body was malformed: 400
 	refuseUpstream                       // the app did not answer: 502
 )
 
@@ -32,6 +33,7 @@ const (
 const (
 	grpcDeadlineExceeded = 4
 	grpcPermissionDenied = 7
+	grpcInternal         = 13
 	grpcUnavailable      = 14
 	grpcUnauthenticated  = 16
 )
@@ -45,6 +47,7 @@ var grpcRefusals = [...]struct {
 	refuseUnauthenticated: {grpcUnauthenticated, "missing or invalid access token"},
 	refuseCSRF:            {grpcPermissionDenied, "the request failed the CSRF check"},
 	refuseBodyTimeout:     {grpcDeadlineExceeded, "the request body did not arrive in time"},
+	refuseBadBody:         {grpcInternal, "the request body was malformed"},
 	refuseUpstream:        {grpcUnavailable, "the application behind the verifier did not answer"},
 }
 
@@ -68,6 +71,8 @@ func (g *gate) refuse(w http.ResponseWriter, r *http.Request, why refusal) {
 			Status: http.StatusRequestTimeout, Code: "request_timeout",
 			Detail: "The request body did not arrive in time.",
 		})
+	case refuseBadBody:
+		problem.Write(w, problem.Problem{Status: http.StatusBadRequest, Code: "malformed_request", Detail: "The request body was malformed."})
 	case refuseUpstream:
 		problem.Write(w, problem.Problem{
 			Status: http.StatusBadGateway, Code: "bad_gateway", Title: "Bad Gateway",

@@ -20,8 +20,9 @@ import (
 
 // rawH2Upload sends one POST over HTTP/2 with prior knowledge, framed by
 // hand so that its body may disagree with its Content-Length (Go's client
-// will not send such a body), and returns the answer's status.
-func rawH2Upload(t *testing.T, addr, token string, contentLength int, body []byte) int {
+// will not send such a body), with the extra header fields, and returns
+// the answer's head.
+func rawH2Upload(t *testing.T, addr, token string, contentLength int, body []byte, extra ...string) map[string]string {
 	t.Helper()
 	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {
@@ -37,6 +38,9 @@ func rawH2Upload(t *testing.T, addr, token string, contentLength int, body []byt
 	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", "app"}, {":path", "/upload"},
 		{"authorization", "Bearer " + token}, {"content-length", strconv.Itoa(contentLength)}} {
 		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	for i := 0; i+1 < len(extra); i += 2 {
+		enc.WriteField(hpack.HeaderField{Name: extra[i], Value: extra[i+1]})
 	}
 	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block.Bytes(), EndHeaders: true})
 	fr.WriteData(1, true, body)
@@ -56,12 +60,11 @@ func rawH2Upload(t *testing.T, addr, token string, contentLength int, body []byt
 			if err != nil {
 				t.Fatal(err)
 			}
+			head := map[string]string{}
 			for _, hf := range fields {
-				if hf.Name == ":status" {
-					status, _ := strconv.Atoi(hf.Value)
-					return status
-				}
+				head[hf.Name] = hf.Value
 			}
+			return head
 		case *http2.RSTStreamFrame:
 			t.Fatalf("the stream was reset (%v) before an answer", f.ErrCode)
 		case *http2.GoAwayFrame:
@@ -72,19 +75,24 @@ func rawH2Upload(t *testing.T, addr, token string, contentLength int, body []byt
 
 // TestShortHTTP2BodyIsTheClients: an HTTP/2 upload that ends before the
 // length it declared is the client's malformed request, 400 and counted
-// as bad_body, whichever protocol the app speaks. To an h2c app it was
-// answered 502 and counted and logged as the app's failure.
+// as bad_body, whichever protocol the app speaks; a gRPC call is told so
+// in its own form, INTERNAL (gRPC's reading of 400). To an h2c app it
+// was answered 502 and counted and logged as the app's failure; then a
+// gRPC call got 400 problem+json.
 func TestShortHTTP2BodyIsTheClients(t *testing.T) {
 	for _, protocol := range upstreamProtocols {
 		t.Run(protocol, func(t *testing.T) {
 			reg := prometheus.NewRegistry()
 			addr, token := appBehindWith(t, proxy.Config{Logger: slog.New(slog.DiscardHandler), UpstreamProtocol: protocol, Metrics: proxy.NewMetrics(reg, func() float64 { return 0 })},
 				func(w http.ResponseWriter, r *http.Request) { io.Copy(io.Discard, r.Body) }, httpserver.Options{})
-			if status := rawH2Upload(t, addr, token, 1000, make([]byte, 500)); status != http.StatusBadRequest {
-				t.Errorf("a body 500 bytes short of its length = %d, want 400", status)
+			if head := rawH2Upload(t, addr, token, 1000, make([]byte, 500)); head[":status"] != "400" || head["content-type"] != "application/problem+json" {
+				t.Errorf("a body 500 bytes short of its length = %v, want 400 problem+json", head)
 			}
-			if got := failures(t, reg); got[proxy.FailureBadBody] != 1 || got[proxy.FailureUpstream] != 0 {
-				t.Errorf("verifier_proxy_failures_total = %v; want one bad_body", got)
+			if head := rawH2Upload(t, addr, token, 1000, make([]byte, 500), "content-type", "application/grpc", "te", "trailers"); head[":status"] != "200" || head["grpc-status"] != "13" {
+				t.Errorf("a gRPC call 500 bytes short of its length = %v, want 200 and grpc-status 13", head)
+			}
+			if got := failures(t, reg); got[proxy.FailureBadBody] != 2 || got[proxy.FailureUpstream] != 0 {
+				t.Errorf("verifier_proxy_failures_total = %v; want two bad_body", got)
 			}
 		})
 	}

@@ -355,7 +355,7 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 		// is told; the connection is closed (see answerWriter).
 		p.cfg.Metrics.failure(FailureBadBody)
 		p.cfg.Logger.DebugContext(r.Context(), "request body malformed", slog.String("err", err.Error()))
-		problem.Write(w, problem.Problem{Status: http.StatusBadRequest, Code: "malformed_request", Detail: "The request body was malformed."})
+		p.refuse(w, r, refuseBadBody)
 		return
 	}
 	p.cfg.Metrics.failure(FailureUpstream)

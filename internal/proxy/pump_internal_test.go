@@ -2,7 +2,10 @@ package proxy
 
 import (
 	"bytes"
+	"errors"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -46,6 +49,45 @@ func TestUploadBufferIsFreedOnlyOnceCopied(t *testing.T) {
 		got, err := io.ReadAll(in.out)
 		if err != nil || !bytes.Equal(got, []byte(body)) {
 			t.Fatalf("body %d read back %q, %v; want %q", i, got, err, body)
+		}
+	}
+}
+
+// errTrailersPending stands for an HTTP/2 stream whose data has reached
+// its length while its end (trailers, or END_STREAM) is still to come.
+var errTrailersPending = errors.New("the stream has not ended")
+
+type lengthThenPending struct{ r io.Reader }
+
+func (b *lengthThenPending) Read(p []byte) (int, error) {
+	if n, _ := b.r.Read(p); n > 0 {
+		return n, nil
+	}
+	return 0, errTrailersPending
+}
+
+func (b *lengthThenPending) Close() error { return nil }
+
+// TestHTTP2BodyIsReadToItsStreamsEnd: an HTTP/2 body whose declared
+// length is in is still read to the end of its stream; an HTTP/1.1 one
+// ends with its length. Ended at its length, the request's handler could
+// return before the client's trailers came, which Go's server then took
+// for a connection error (golang/go#58286): a probe saw GOAWAY
+// PROTOCOL_ERROR end every other stream on the connection, 10 runs in 10.
+func TestHTTP2BodyIsReadToItsStreamsEnd(t *testing.T) {
+	for _, tc := range []struct {
+		major int
+		want  error
+	}{{1, io.EOF}, {2, errTrailersPending}} {
+		r := httptest.NewRequest(http.MethodPost, "/upload", nil)
+		r.ProtoMajor, r.ContentLength = tc.major, 5
+		r.Body = &lengthThenPending{strings.NewReader("hello")}
+		_, body := newAnswerWriter(httptest.NewRecorder(), r, false, newBufferPool())
+		if got, err := io.ReadAll(io.LimitReader(body, 5)); string(got) != "hello" || err != nil {
+			t.Fatalf("HTTP/%d body = %q, %v", tc.major, got, err)
+		}
+		if _, err := body.Read(make([]byte, 1)); err != tc.want {
+			t.Errorf("HTTP/%d body, its length in: read = %v, want %v", tc.major, err, tc.want)
 		}
 	}
 }
