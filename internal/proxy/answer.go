@@ -42,15 +42,13 @@ type answerWriter struct {
 func newAnswerWriter(w http.ResponseWriter, r *http.Request, http1 bool, bufs httputil.BufferPool) (http.ResponseWriter, *duplexBody) {
 	aw := answerWriter{ResponseWriter: w, id: httpserver.RequestIDFromContext(r.Context())}
 	if r.ContentLength != 0 {
-		if r.ProtoMajor == 1 {
-			http.NewResponseController(w).EnableFullDuplex()
-		}
+		// An HTTP/2 body is read to the end of its stream, past its
+		// length: a client may still send trailers, which Go's server,
+		// once the handler has returned, takes for a connection error
+		// and ends every stream on the connection (golang/go#58286).
 		aw.body = &duplexBody{ReadCloser: r.Body, left: -1, w: w, r: r}
 		if r.ProtoMajor == 1 {
-			// An HTTP/2 body is read to the end of its stream, past its
-			// length: a client may still send trailers, which Go's server,
-			// once the handler has returned, takes for a connection error
-			// and ends every stream on the connection (golang/go#58286).
+			http.NewResponseController(w).EnableFullDuplex()
 			aw.body.left = r.ContentLength
 		}
 		if r.ProtoMajor == 1 || http1 {
@@ -92,8 +90,9 @@ func (w *answerWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // duplexBody is a request's body, forwarded in full duplex, that tells
 // whether it has been read to its end: by its length, or its last chunk
-// (HTTP/2: the end of its stream). The transport reads the end before it passes it on, so an
-// app that answers after the whole body answers a body that has ended.
+// (HTTP/2: the end of its stream). The transport reads the end before it
+// passes it on, so an app that answers after the whole body answers a body
+// that has ended.
 type duplexBody struct {
 	io.ReadCloser
 	left    int64       // bytes still to come when the length is known (HTTP/1.1), else -1
