@@ -42,14 +42,9 @@ type answerWriter struct {
 func newAnswerWriter(w http.ResponseWriter, r *http.Request, http1 bool, bufs httputil.BufferPool) (http.ResponseWriter, *duplexBody) {
 	aw := answerWriter{ResponseWriter: w, id: httpserver.RequestIDFromContext(r.Context())}
 	if r.ContentLength != 0 {
-		// An HTTP/2 body is read to the end of its stream, past its
-		// length: a client may still send trailers, which Go's server,
-		// once the handler has returned, takes for a connection error
-		// and ends every stream on the connection (golang/go#58286).
-		aw.body = &duplexBody{ReadCloser: r.Body, left: -1, w: w, r: r}
+		aw.body = &duplexBody{ReadCloser: r.Body, left: r.ContentLength, w: w, r: r}
 		if r.ProtoMajor == 1 {
 			http.NewResponseController(w).EnableFullDuplex()
-			aw.body.left = r.ContentLength
 		}
 		if r.ProtoMajor == 1 || http1 {
 			aw.body.out = newDuplexOut(aw.body, bufs)
@@ -95,16 +90,17 @@ func (w *answerWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // that has ended.
 type duplexBody struct {
 	io.ReadCloser
-	left    int64       // bytes still to come when the length is known (HTTP/1.1), else -1
-	started atomic.Bool // a read began (and net/http sent any 100 Continue)
-	ended   atomic.Bool
-	cut     atomic.Bool                 // end ended it first
-	closed  atomic.Bool                 // Close, by the proxy, ended it first
-	conn    atomic.Pointer[watchedConn] // the connection to the app it goes on, when watched
-	failed  atomic.Bool                 // a read failed on the client's side: its body was malformed or cut short
-	out     *duplexOut                  // what the transport reads of it; nil for a streamBody
-	w       http.ResponseWriter
-	r       *http.Request
+	left     int64       // bytes still to come when the length is known, else -1
+	lengthIn atomic.Bool // left has reached 0
+	started  atomic.Bool // a read began (and net/http sent any 100 Continue)
+	ended    atomic.Bool
+	cut      atomic.Bool                 // end ended it first
+	closed   atomic.Bool                 // Close, by the proxy, ended it first
+	conn     atomic.Pointer[watchedConn] // the connection to the app it goes on, when watched
+	failed   atomic.Bool                 // a read failed on the client's side: its body was malformed or cut short
+	out      *duplexOut                  // what the transport reads of it; nil for a streamBody
+	w        http.ResponseWriter
+	r        *http.Request
 }
 
 // end, before the body's end, ends it (httpserver.EndBody), so that a
@@ -327,6 +323,9 @@ func (b *closesUpload) Close() error {
 // takes a body it reads to its end after the handler for the next
 // request's, reads on and panics (golang/go#68560).
 func (b *duplexBody) finish() {
+	if b.out != nil && b.r.ProtoMajor == 2 && b.lengthIn.Load() {
+		b.awaitStreamEnd()
+	}
 	b.end()
 	if b.out == nil {
 		b.ReadCloser.Close()
@@ -339,6 +338,20 @@ func (b *duplexBody) finish() {
 	}
 }
 
+// awaitStreamEnd, for an HTTP/2 body whose declared length is in, reads
+// what is left of its stream, nothing but its end or the client's
+// trailers, within the body deadlines, before the handler returns. Ended
+// there, the stream is reset, and trailers the client sends after the
+// reset make Go's server end the whole connection, every other stream on
+// it (golang/go#58286): an HTTP/1.1 app answers as soon as the length is
+// in, and its transport lets go of the upload 50 ms after.
+func (b *duplexBody) awaitStreamEnd() {
+	b.out.wait() // the transport's read for the end may be under way
+	if !b.ended.Load() {
+		_, _ = io.Copy(io.Discard, b)
+	}
+}
+
 // Close ends the client's body for the transport (see streamBody): its
 // reads then fail, which is not the client's doing.
 func (b *duplexBody) Close() error {
@@ -347,18 +360,25 @@ func (b *duplexBody) Close() error {
 }
 
 func (b *duplexBody) Read(p []byte) (int, error) {
-	if b.left == 0 {
-		// The whole length is in: the transport's last read, to find
-		// the end, must not reach a body the handler may have closed.
+	// An HTTP/1.1 body whose whole length is in has ended: the
+	// transport's last read, to find the end, must not reach a body the
+	// handler may have closed. An HTTP/2 body is read to the end of its
+	// stream, past its length: the client may still send trailers (see
+	// awaitStreamEnd).
+	http1 := b.r.ProtoMajor == 1
+	if b.left == 0 && http1 {
 		return 0, io.EOF
 	}
 	b.started.Store(true)
 	n, err := b.ReadCloser.Read(p)
-	if b.left >= 0 {
+	if b.left > 0 {
 		b.left -= int64(n)
+		if b.left == 0 {
+			b.lengthIn.Store(true)
+		}
 	}
 	switch {
-	case err == io.EOF || b.left == 0:
+	case err == io.EOF || b.left == 0 && http1:
 		b.ended.Store(true)
 	case err != nil && !b.cut.Load() && !b.closed.Load() && !errors.Is(err, httpserver.ErrBodyTimeout):
 		b.failed.Store(true)
