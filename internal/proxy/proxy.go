@@ -179,8 +179,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if body != nil {
 		r = body.traced(r)
 		// The answer is out, or broke off: what is left of the body is
-		// not waited for. After endBrokenAnswer, whose count ending the
-		// body, which cancels the request, would make a client leaving.
+		// not waited for. Deferred first, so that it runs after
+		// endBrokenAnswer: ending the body cancels the request, which
+		// would make endBrokenAnswer count an app's broken answer as the
+		// client leaving.
 		defer body.finish()
 	}
 	defer p.endBrokenAnswer(w, r)
