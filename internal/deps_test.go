@@ -109,18 +109,18 @@ func TestImportDirection(t *testing.T) {
 // configuration package with the issuer, which is how the Redis client and
 // the password package once got in.
 func TestVerifierLinksNoIssuerWeight(t *testing.T) {
-	stores := []string{"github.com/redis/go-redis", "github.com/go-redis/redis_rate",
+	heavy := []string{"github.com/redis/go-redis", "github.com/go-redis/redis_rate",
 		"github.com/jmoiron/sqlx", "github.com/lib/pq", "modernc.org/sqlite",
 		"github.com/trustelem/zxcvbn"}
 	for _, d := range []string{"argon2", "auth", "idempotency", "issuerapi", "issuerapp", "keys", "mail", "password", "token", "webhook"} {
-		stores = append(stores, mod+"internal/"+d)
+		heavy = append(heavy, mod+"internal/"+d)
 	}
 	for _, p := range listPackages(t) {
 		if p.ImportPath != mod+"cmd/verifier" {
 			continue
 		}
 		for _, d := range p.Deps {
-			for _, s := range stores {
+			for _, s := range heavy {
 				if d == s || strings.HasPrefix(d, s+"/") {
 					t.Errorf("the verifier links %s", d)
 				}
