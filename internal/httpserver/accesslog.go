@@ -16,7 +16,11 @@ const maxUserAgentLen = 256
 // or bodies, because those may carry tokens and passwords.
 //
 // A gRPC call's line also carries its grpc_status: its HTTP status is 200
-// whether the call succeeded or not.
+// whether the call succeeded or not. A line whose answer was cut off
+// carries "aborted": true: the handler ended with a panic (an answer an
+// upstream broke off ends with http.ErrAbortHandler) or ClientGone, and
+// the server dropped the connection or reset the stream, so the status
+// and bytes are what had gone out, not a complete answer.
 //
 // AccessLog belongs inside RequestID (for the id) and outside Recover (so a
 // recovered panic is logged with the 500 the client got); a panic that does
@@ -51,10 +55,15 @@ func AccessLog(logger *slog.Logger, next http.Handler) http.Handler {
 				slog.String("remote_addr", r.RemoteAddr),
 				slog.String("user_agent", ua),
 				{}, // grpc_status, for a gRPC call that ended with one
+				{}, // aborted, for an answer cut off
 			}
-			n := len(attrs) - 1
+			n := len(attrs) - 2
 			if code, ok := grpcStatus(r, w.Header()); ok {
 				attrs[n] = slog.Int("grpc_status", code)
+				n++
+			}
+			if !returned || rec.gone {
+				attrs[n] = slog.Bool("aborted", true)
 				n++
 			}
 			logger.LogAttrs(r.Context(), level, "request", attrs[:n]...)

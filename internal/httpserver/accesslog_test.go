@@ -46,6 +46,9 @@ func TestAccessLogFields(t *testing.T) {
 			t.Errorf("AccessLog line[%q] = %v, want %v", k, line[k], v)
 		}
 	}
+	if v, ok := line["aborted"]; ok {
+		t.Errorf("AccessLog line of a complete answer has aborted = %v", v)
+	}
 	if d, ok := line["duration_ms"].(float64); !ok || d < 0 {
 		t.Errorf("AccessLog line[duration_ms] = %v, want a non-negative number", line["duration_ms"])
 	}
@@ -137,6 +140,32 @@ func TestAccessLogPanicPassesThrough(t *testing.T) {
 	}
 	if lines[0]["status"] != float64(500) || lines[0]["level"] != "ERROR" {
 		t.Errorf("AccessLog(panic) status, level = %v, %v, want 500, ERROR", lines[0]["status"], lines[0]["level"])
+	}
+}
+
+// TestAccessLogAbortedAnswer: an answer cut off after its head (the proxy
+// ends one an upstream broke off with http.ErrAbortHandler) is logged with
+// the status and bytes that went out, and says it was cut off.
+func TestAccessLogAbortedAnswer(t *testing.T) {
+	logger, buf := newTestLogger()
+	h := AccessLog(logger, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "part")
+		panic(http.ErrAbortHandler)
+	}))
+	func() {
+		defer func() {
+			if v := recover(); v != http.ErrAbortHandler {
+				t.Errorf("AccessLog let through panic %v, want http.ErrAbortHandler", v)
+			}
+		}()
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/x", nil))
+	}()
+	lines := logLinesWithMsg(t, buf, "request")
+	if len(lines) != 1 {
+		t.Fatalf("AccessLog wrote %d request lines, want 1", len(lines))
+	}
+	if l := lines[0]; l["status"] != float64(200) || l["bytes"] != float64(4) || l["aborted"] != true {
+		t.Errorf("AccessLog(cut-off answer) status, bytes, aborted = %v, %v, %v; want 200, 4, true", l["status"], l["bytes"], l["aborted"])
 	}
 }
 

@@ -192,13 +192,13 @@ func TestClientGoneIsNeverAnswered(t *testing.T) {
 		t.Errorf("half-closed client read %q, %v; want the connection closed with nothing on it", got, err)
 	}
 	// The line is written before the connection is dropped.
-	var status any
+	var status, aborted any
 	for _, l := range logLinesWithMsg(t, log, "request") {
 		if l["path"] == "/half" {
-			status = l["status"]
+			status, aborted = l["status"], l["aborted"]
 		}
 	}
-	if status != float64(StatusClientClosedRequest) {
-		t.Errorf("access log status = %v, want %d", status, StatusClientClosedRequest)
+	if status != float64(StatusClientClosedRequest) || aborted != true {
+		t.Errorf("access log status, aborted = %v, %v; want %d, true", status, aborted, StatusClientClosedRequest)
 	}
 }
