@@ -102,10 +102,10 @@ func TestImportDirection(t *testing.T) {
 // TestVerifierLinksNoIssuerWeight: the sidecar keeps no state, so no
 // database driver and no Redis client belongs in it (database/sql itself
 // comes with google/uuid's Scan and Value), and it hashes no password, so
-// neither does the password package, whose strength dictionaries are 10 MB
-// of heap from the start: with a 20 MiB soft memory limit they took the
-// verifier's peak RSS past 25 MiB and its CPU per request up a quarter.
-// Nor does any other package of the issuer's flows. It shares the
+// neither does the password package, whose strength dictionaries are 6.8
+// MB of live heap from the start: under a 20 MiB soft memory limit they
+// took the verifier's peak RSS past 25 MiB and its CPU per request up by a
+// quarter to a half. Nor does any other package of the issuer's flows. It shares the
 // configuration package with the issuer, which is how the Redis client and
 // the password package once got in.
 func TestVerifierLinksNoIssuerWeight(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 
 // MaxHashConcurrency bounds --hash-concurrency. It is MaxHashConcurrency,
 // the Hasher's own bound, written out because importing the password
-// package would link its strength dictionaries (10 MB of heap at start)
+// package would link its strength dictionaries (6.8 MB of live heap)
 // into the verifier, which shares this package; TestHashBoundsAgree in
 // issuerapp ties the two.
 const MaxHashConcurrency = 256
