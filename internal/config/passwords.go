@@ -6,7 +6,7 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// MaxHashConcurrency bounds --hash-concurrency. It is MaxHashConcurrency,
+// MaxHashConcurrency bounds --hash-concurrency. It is password.MaxConcurrency,
 // the Hasher's own bound, written out because importing the password
 // package would link its strength dictionaries (6.8 MB of live heap)
 // into the verifier, which shares this package; TestHashBoundsAgree in
