@@ -58,10 +58,13 @@ func newAnswerWriter(w http.ResponseWriter, r *http.Request, http1 bool, bufs ht
 }
 
 func (w *answerWriter) WriteHeader(code int) {
-	if code == http.StatusContinue && w.body != nil && w.body.started.Load() {
-		// The body is being read, so net/http has told the client to
-		// continue (the transport stopped waiting for the app's word):
-		// the app's own 100, come later, would be a second one.
+	if code == http.StatusContinue && w.body != nil {
+		// net/http tells the client to continue itself, on the first read
+		// of its body, which the transport makes once the app has sent
+		// this 100 (or its wait for one is over): passed on, it would be
+		// a second. Dropping it only once that read had begun left a race,
+		// the read beginning between the look and the write: a probe saw
+		// two 100s in 1 request of 8,000 at 200 clients.
 		return
 	}
 	if code >= 200 {
@@ -92,7 +95,6 @@ type duplexBody struct {
 	io.ReadCloser
 	left     int64       // bytes still to come when the length is known, else -1
 	lengthIn atomic.Bool // left has reached 0
-	started  atomic.Bool // a read began (and net/http sent any 100 Continue)
 	ended    atomic.Bool
 	cut      atomic.Bool                 // end ended it first
 	closed   atomic.Bool                 // Close, by the proxy, ended it first
@@ -369,7 +371,6 @@ func (b *duplexBody) Read(p []byte) (int, error) {
 	if b.left == 0 && http1 {
 		return 0, io.EOF
 	}
-	b.started.Store(true)
 	n, err := b.ReadCloser.Read(p)
 	if b.left > 0 {
 		b.left -= int64(n)
