@@ -21,7 +21,7 @@ var ErrNotListening = errors.New("httpserver: serve before listen")
 type Options struct {
 	ReadHeaderTimeout time.Duration // 10s; bounds slow-header (slowloris) clients
 	WriteTimeout      time.Duration // none; a proxy may stream for longer
-	IdleTimeout       time.Duration // 120s; keep-alive between requests (see idleConns)
+	IdleTimeout       time.Duration // 120s; keep-alive between requests
 	ShutdownTimeout   time.Duration // 20s; how long in-flight requests may finish
 	MaxHeaderBytes    int           // 64 KiB
 	// BodyTimeout bounds the reading of a request body as a whole, from
@@ -85,7 +85,6 @@ type Server struct {
 	// the grace for every request and each one's log line.
 	running inFlight
 	endAll  context.CancelFunc
-	idle    *idleConns
 }
 
 // New returns a server named name (used in its log lines, e.g. "api" or
@@ -93,17 +92,15 @@ type Server struct {
 func New(name string, logger *slog.Logger, handler http.Handler, opts Options) *Server {
 	opts = opts.withDefaults()
 	base, endAll := context.WithCancel(context.Background())
-	s := &Server{name: name, logger: logger, shutdown: opts.ShutdownTimeout, endAll: endAll, idle: newIdleConns(opts.IdleTimeout)}
+	s := &Server{name: name, logger: logger, shutdown: opts.ShutdownTimeout, endAll: endAll}
 	s.srv = &http.Server{
 		Handler:           s.running.track(recorded(bodyDeadlines(opts.BodyTimeout, opts.BodyIdleTimeout, opts.BodyMinRate, handler))),
 		BaseContext:       func(net.Listener) context.Context { return base },
 		ReadHeaderTimeout: opts.ReadHeaderTimeout,
 		WriteTimeout:      opts.WriteTimeout,
-		// No IdleTimeout, nor ReadTimeout, which HTTP/2 takes for it:
-		// idleConns closes idle connections instead.
-		ConnState:      s.idle.connState,
-		MaxHeaderBytes: opts.MaxHeaderBytes,
-		Protocols:      opts.Protocols,
+		IdleTimeout:       opts.IdleTimeout,
+		MaxHeaderBytes:    opts.MaxHeaderBytes,
+		Protocols:         opts.Protocols,
 
 		DisableGeneralOptionsHandler: opts.AnswersServerOptions,
 		// net/http's own complaints (TLS handshakes, bad requests it
