@@ -22,8 +22,19 @@ import (
 // serveTest runs a Server with opts on a loopback port until the test ends.
 func serveTest(t *testing.T, opts Options, h http.Handler) string {
 	t.Helper()
-	_, addr := serveServer(t, h, opts)
-	return addr
+	log, _ := newTestLogger()
+	s := New("test", log, h, opts)
+	if err := s.Listen("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	return s.Addr().String()
 }
 
 // readAllHandler reads the body and reports how: 408 on ErrBodyTimeout,

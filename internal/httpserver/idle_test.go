@@ -3,7 +3,6 @@ package httpserver
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"io"
 	"net"
 	"net/http"
@@ -19,22 +18,6 @@ func h2cProtocols() *http.Protocols {
 	p.SetHTTP1(true)
 	p.SetUnencryptedHTTP2(true)
 	return &p
-}
-
-// serveServer serves h on a loopback port until the test ends and returns
-// the Server and its address.
-func serveServer(t *testing.T, h http.Handler, opts Options) (*Server, string) {
-	t.Helper()
-	logger, _ := newTestLogger()
-	s := New("test", logger, h, opts)
-	if err := s.Listen("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- s.Serve(ctx) }()
-	t.Cleanup(func() { cancel(); <-served })
-	return s, s.Addr().String()
 }
 
 // h2Conn opens an HTTP/2 connection with prior knowledge and sends the
@@ -56,18 +39,6 @@ func h2Conn(t *testing.T, addr string) (net.Conn, *http2.Framer) {
 	return c, fr
 }
 
-func h2Headers(t *testing.T, fr *http2.Framer, stream uint32, endStream bool, fields ...string) {
-	t.Helper()
-	var hb bytes.Buffer
-	enc := hpack.NewEncoder(&hb)
-	for i := 0; i+1 < len(fields); i += 2 {
-		enc.WriteField(hpack.HeaderField{Name: fields[i], Value: fields[i+1]})
-	}
-	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: stream, BlockFragment: hb.Bytes(), EndStream: endStream, EndHeaders: true}); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestIdleConnectionsAreClosed: a connection with nothing in progress is
 // closed once the idle timeout has passed, on either protocol, and one
 // whose request outlasts the timeout is not.
@@ -80,7 +51,7 @@ func TestIdleConnectionsAreClosed(t *testing.T) {
 		io.WriteString(w, "ok")
 	})
 	const idle = 100 * time.Millisecond
-	_, addr := serveServer(t, h, Options{IdleTimeout: idle, Protocols: h2cProtocols()})
+	addr := serveTest(t, Options{IdleTimeout: idle, Protocols: h2cProtocols()}, h)
 
 	t.Run("HTTP/1.1", func(t *testing.T) {
 		c, err := net.Dial("tcp", addr)
@@ -113,7 +84,14 @@ func TestIdleConnectionsAreClosed(t *testing.T) {
 	t.Run("HTTP/2", func(t *testing.T) {
 		c, fr := h2Conn(t, addr)
 		c.SetDeadline(time.Now().Add(10 * time.Second))
-		h2Headers(t, fr, 1, true, ":method", "GET", ":scheme", "http", ":authority", "x", ":path", "/fast")
+		var hb bytes.Buffer
+		enc := hpack.NewEncoder(&hb)
+		for _, f := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":authority", "x"}, {":path", "/fast"}} {
+			enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+		}
+		if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
+			t.Fatal(err)
+		}
 		ended := false
 		for {
 			f, err := fr.ReadFrame()
