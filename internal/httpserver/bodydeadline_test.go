@@ -22,6 +22,13 @@ import (
 // serveTest runs a Server with opts on a loopback port until the test ends.
 func serveTest(t *testing.T, opts Options, h http.Handler) string {
 	t.Helper()
+	_, addr := serveServer(t, opts, h)
+	return addr
+}
+
+// serveServer is serveTest that returns the Server too.
+func serveServer(t *testing.T, opts Options, h http.Handler) (*Server, string) {
+	t.Helper()
 	log, _ := newTestLogger()
 	s := New("test", log, h, opts)
 	if err := s.Listen("127.0.0.1:0"); err != nil {
@@ -34,7 +41,7 @@ func serveTest(t *testing.T, opts Options, h http.Handler) string {
 		cancel()
 		<-done
 	})
-	return s.Addr().String()
+	return s, s.Addr().String()
 }
 
 // readAllHandler reads the body and reports how: 408 on ErrBodyTimeout,

@@ -2,7 +2,6 @@ package httpserver
 
 import (
 	"bufio"
-	"bytes"
 	"io"
 	"net"
 	"net/http"
@@ -10,7 +9,6 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
 )
 
 func h2cProtocols() *http.Protocols {
@@ -41,12 +39,15 @@ func h2Conn(t *testing.T, addr string) (net.Conn, *http2.Framer) {
 
 // TestIdleConnectionsAreClosed: a connection with nothing in progress is
 // closed once the idle timeout has passed, on either protocol, and one
-// whose request outlasts the timeout is not.
+// whose request outlasts the timeout several times over is not; the
+// timeout counts from that request's end. An HTTP/2 connection is first
+// told to go away (GOAWAY, NO_ERROR, naming the last stream it took), as
+// Go's own HTTP/2 server does.
 func TestIdleConnectionsAreClosed(t *testing.T) {
-	release := make(chan struct{})
+	release := map[string]chan struct{}{"/slow1": make(chan struct{}), "/slow2": make(chan struct{})}
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/slow" {
-			<-release
+		if ch, ok := release[r.URL.Path]; ok {
+			<-ch
 		}
 		io.WriteString(w, "ok")
 	})
@@ -61,10 +62,9 @@ func TestIdleConnectionsAreClosed(t *testing.T) {
 		defer c.Close()
 		c.SetDeadline(time.Now().Add(10 * time.Second))
 		br := bufio.NewReader(c)
-		for _, path := range []string{"/slow", "/fast"} {
-			if path == "/slow" {
-				// The request outlasts the idle timeout several times over.
-				time.AfterFunc(5*idle, func() { close(release) })
+		for _, path := range []string{"/slow1", "/fast"} {
+			if path == "/slow1" {
+				time.AfterFunc(5*idle, func() { close(release[path]) })
 			}
 			io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: x\r\n\r\n")
 			resp, err := http.ReadResponse(br, nil)
@@ -84,29 +84,36 @@ func TestIdleConnectionsAreClosed(t *testing.T) {
 	t.Run("HTTP/2", func(t *testing.T) {
 		c, fr := h2Conn(t, addr)
 		c.SetDeadline(time.Now().Add(10 * time.Second))
-		var hb bytes.Buffer
-		enc := hpack.NewEncoder(&hb)
-		for _, f := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":authority", "x"}, {":path", "/fast"}} {
-			enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
-		}
-		if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
-			t.Fatal(err)
-		}
-		ended := false
+		h2Request(t, fr, 1, true, ":method", "GET", ":scheme", "http", ":authority", "x", ":path", "/slow2")
+		time.AfterFunc(5*idle, func() { close(release["/slow2"]) })
+		answered := false
+		var goAway *http2.GoAwayFrame
 		for {
 			f, err := fr.ReadFrame()
 			if err != nil {
-				if !ended {
-					t.Fatalf("connection ended before the answer: %v", err)
+				if !answered {
+					t.Fatalf("the connection ended before the answer: %v", err)
 				}
 				if err != io.EOF {
-					t.Errorf("idle connection ended with %v; want it closed (EOF)", err)
+					t.Errorf("the idle connection ended with %v; want it closed (EOF)", err)
 				}
-				return
+				break
 			}
-			if f.Header().StreamID == 1 && f.Header().Flags.Has(http2.FlagDataEndStream) {
-				ended = true
+			switch f := f.(type) {
+			case *http2.DataFrame:
+				answered = answered || f.StreamID == 1 && f.StreamEnded()
+			case *http2.GoAwayFrame:
+				if !answered {
+					t.Fatalf("GOAWAY %v while the stream ran", f.ErrCode)
+				}
+				goAway = f
 			}
+		}
+		if goAway == nil {
+			t.Fatal("the idle connection was closed without a GOAWAY")
+		}
+		if goAway.ErrCode != http2.ErrCodeNo || goAway.LastStreamID != 1 {
+			t.Errorf("GOAWAY %v, last stream %d; want NO_ERROR, 1", goAway.ErrCode, goAway.LastStreamID)
 		}
 	})
 }

@@ -85,6 +85,7 @@ type Server struct {
 	// the grace for every request and each one's log line.
 	running inFlight
 	endAll  context.CancelFunc
+	h2c     *h2cConns // nil unless the listener speaks HTTP/2 with prior knowledge
 }
 
 // New returns a server named name (used in its log lines, e.g. "api" or
@@ -106,6 +107,10 @@ func New(name string, logger *slog.Logger, handler http.Handler, opts Options) *
 		// net/http's own complaints (TLS handshakes, bad requests it
 		// answers itself) go to the JSON log rather than stderr.
 		ErrorLog: slog.NewLogLogger(logger.With(slog.String("server", name)).Handler(), slog.LevelWarn),
+	}
+	if opts.Protocols != nil && opts.Protocols.UnencryptedHTTP2() {
+		s.h2c = &h2cConns{idle: opts.IdleTimeout}
+		s.h2c.install(s.srv)
 	}
 	return s
 }
