@@ -89,12 +89,10 @@ func (c *h2cConns) serve(srv *http.Server, tc *tls.Conn, h http.Handler) {
 	protos.SetUnencryptedHTTP2(true)
 	conn := &h2cConn{closed: make(chan struct{})}
 	conn.hs = &http.Server{
-		Handler:     h,
-		Protocols:   &protos,
-		BaseContext: func(net.Listener) context.Context { return ctx },
-		ConnState: func(_ net.Conn, s http.ConnState) {
-			conn.state(s, c.idle, c.closing.Load())
-		},
+		Handler:        h,
+		Protocols:      &protos,
+		BaseContext:    func(net.Listener) context.Context { return ctx },
+		ConnState:      func(_ net.Conn, s http.ConnState) { conn.state(s, c) },
 		ErrorLog:       srv.ErrorLog,
 		MaxHeaderBytes: srv.MaxHeaderBytes,
 		WriteTimeout:   srv.WriteTimeout,
@@ -127,7 +125,7 @@ func (c *h2cConns) serve(srv *http.Server, tc *tls.Conn, h http.Handler) {
 // goroutine that serves it: Active when a stream opens on an idle
 // connection, Idle once HTTP/2 has begun and each time the last open
 // stream closes, Closed last.
-func (conn *h2cConn) state(s http.ConnState, idle time.Duration, closing bool) {
+func (conn *h2cConn) state(s http.ConnState, c *h2cConns) {
 	conn.mu.Lock()
 	defer conn.mu.Unlock()
 	if conn.done {
@@ -139,15 +137,18 @@ func (conn *h2cConn) state(s http.ConnState, idle time.Duration, closing bool) {
 			conn.timer.Stop()
 		}
 	case http.StateIdle:
+		// up is set and closing read under the lock that shutdown takes
+		// to read up after setting closing: one of the two sees the
+		// other, so no connection misses its GOAWAY.
 		conn.up = true
 		switch {
-		case closing:
+		case c.closing.Load():
 			// Handed over after the shutdown had told the others.
 			go conn.goAway()
 		case conn.timer == nil:
-			conn.timer = time.AfterFunc(idle, conn.goAway)
+			conn.timer = time.AfterFunc(c.idle, conn.goAway)
 		default:
-			conn.timer.Reset(idle)
+			conn.timer.Reset(c.idle)
 		}
 	case http.StateClosed:
 		conn.done = true
