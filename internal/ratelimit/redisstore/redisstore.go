@@ -19,6 +19,7 @@ import (
 	"math"
 	"net"
 	"net/url"
+	"sync"
 	"time"
 
 	"github.com/go-redis/redis_rate/v10"
@@ -35,7 +36,17 @@ type Store struct {
 	limiter *redis_rate.Limiter
 	prefix  string
 	timeout time.Duration
+
+	warming chan struct{} // a slot per warm-up under way (see warm)
+	warmups sync.WaitGroup
 }
+
+// maxWarmups bounds the warm-ups under way at once; each holds one of the
+// pool's connections for up to warmFor timeouts.
+const (
+	maxWarmups = 4
+	warmFor    = 4
+)
 
 var _ ratelimit.Store = (*Store)(nil)
 
@@ -84,8 +95,8 @@ func Options(rawURL string, timeout time.Duration) (*redis.Options, string, erro
 const maxConns = 10000
 
 // checkPool refuses what the client would panic on, or could not use, in
-// the parameters of a store URL: the pool sizes out of range, a protocol
-// other than RESP2 or RESP3.
+// the parameters of a store URL: the pool sizes out of range, a negative
+// database, a protocol other than RESP2 or RESP3.
 func checkPool(opt *redis.Options) error {
 	for _, p := range []struct {
 		name  string
@@ -99,6 +110,11 @@ func checkPool(opt *redis.Options) error {
 		if p.n < p.least || p.n > maxConns {
 			return fmt.Errorf("the Redis URL's %s must be from %d to %d, got %d", p.name, p.least, maxConns, p.n)
 		}
+	}
+	// go-redis selects a database only above 0, so a negative one was
+	// database 0 without a word.
+	if opt.DB < 0 {
+		return fmt.Errorf("the Redis URL's database must be 0 or more, got %d", opt.DB)
 	}
 	if opt.Protocol != 0 && opt.Protocol != 2 && opt.Protocol != 3 {
 		return fmt.Errorf("the Redis URL's protocol must be 2 or 3, got %d", opt.Protocol)
@@ -119,7 +135,7 @@ func Open(rawURL string, timeout time.Duration) (*Store, error) {
 // New returns the store over client; its keys start with prefix, and each
 // call waits at most timeout.
 func New(client *redis.Client, prefix string, timeout time.Duration) *Store {
-	return &Store{client: client, limiter: redis_rate.NewLimiter(client), prefix: prefix, timeout: timeout}
+	return &Store{client: client, limiter: redis_rate.NewLimiter(client), prefix: prefix, timeout: timeout, warming: make(chan struct{}, maxWarmups)}
 }
 
 // SetLog sends the Redis client's own messages (failed dials, pool
@@ -133,8 +149,13 @@ func (l clientLog) Printf(ctx context.Context, format string, v ...any) {
 	l.log.WarnContext(ctx, "redis client", "detail", fmt.Sprintf(format, v...))
 }
 
-// Close closes the client's connections.
-func (s *Store) Close() error { return s.client.Close() }
+// Close closes the client's connections, and returns once the warm-ups
+// under way, which then fail at once, have ended.
+func (s *Store) Close() error {
+	err := s.client.Close()
+	s.warmups.Wait()
+	return err
+}
 
 // Ping checks that Redis answers within the timeout.
 func (s *Store) Ping(ctx context.Context) error {
@@ -208,8 +229,36 @@ func (s *Store) call(ctx context.Context, op string, fn func(context.Context) er
 	// its i/o timeout a moment before the context reports its end.
 	var ne net.Error
 	timedOut := errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
+	if timedOut {
+		s.warm()
+	}
 	if timedOut && !errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("redis %s: %w after %s (%w)", op, context.DeadlineExceeded, s.timeout, err)
 	}
 	return fmt.Errorf("redis %s: %w", op, err)
+}
+
+// warm readies a connection for the calls to come, in the background and
+// with time for its handshake. A call that times out loses its connection
+// (its answer may still come), and the next call's new connection spends a
+// round trip on HELLO (two with SELECT) within that call's timeout: against
+// a Redis more than half the timeout away every call then timed out, and
+// lost the connection it had just set up, for as long as that lasted. The
+// warm-up's PING leaves its connection in the pool, handshake done, where
+// a call takes it and keeps it. With maxWarmups under way, another
+// timed-out call starts none.
+func (s *Store) warm() {
+	select {
+	case s.warming <- struct{}{}:
+	default:
+		return
+	}
+	s.warmups.Add(1)
+	go func() {
+		defer s.warmups.Done()
+		defer func() { <-s.warming }()
+		ctx, cancel := context.WithTimeout(context.Background(), warmFor*s.timeout)
+		defer cancel()
+		_ = s.client.Ping(ctx).Err()
+	}()
 }

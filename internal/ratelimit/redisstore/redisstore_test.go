@@ -103,6 +103,42 @@ func TestNewConnectionHandshakeIsHello(t *testing.T) {
 	}
 }
 
+// A Redis farther than half the timeout away, from the first connection
+// on: a new connection's HELLO and the call's command do not fit in one
+// call's timeout together, and a call that times out loses its
+// connection, so every call failed for good. Connections readied in the
+// background after a timeout let the calls through, each its one round
+// trip.
+func TestDistantRedisGetsReadyConnections(t *testing.T) {
+	// Each call has 200 ms to spare on a loaded machine; a handshake and a
+	// command (600 ms) never fit in 500.
+	const rtt, timeout = 300 * time.Millisecond, 500 * time.Millisecond
+	u, setLatency := testdb.RedisRelay(t, nil)
+	setLatency(rtt)
+	st := open(t, u, timeout)
+	l := ratelimit.Limit{Count: 1000, Period: time.Minute}
+	take := func() error {
+		_, err := st.Take(context.Background(), "k", l, time.Now())
+		return err
+	}
+	// The first calls time out while the connections they set up are
+	// readied; the script may also have to be loaded once.
+	var err error
+	for range 10 {
+		if err = take(); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("10 calls to a Redis %s away with a %s timeout all failed, the last with %v", rtt, timeout, err)
+	}
+	for i := range 3 {
+		if err := take(); err != nil {
+			t.Errorf("call %d after the first success: %v", i+1, err)
+		}
+	}
+}
+
 // recorder records the name of each command clients send to Redis (the
 // first element of each RESP array).
 type recorder struct {
@@ -199,6 +235,7 @@ func TestOptions(t *testing.T) {
 		{in: "redis://cache/0?max_idle_conns=-1", wantErr: true},
 		{in: "redis://cache/0?max_active_conns=10001", wantErr: true},
 		{in: "redis://cache/0?protocol=7", wantErr: true},
+		{in: "redis://u:s3cret@cache/-1", wantErr: true},
 		{in: "redis://cache/0?pipeline_pool_size=100000000000", wantErr: true},
 		{in: "redis://cache/0?pipeline_pool_size=2000000000", wantErr: true},
 		{in: "redis://cache/0?pipeline_pool_size=-2", wantErr: true},

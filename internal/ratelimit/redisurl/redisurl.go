@@ -41,7 +41,15 @@ func Split(raw string) (client, prefix string, err error) {
 			return "", "", errors.New("the Redis URL's port must be from 1 to 65535")
 		}
 	}
-	q := u.Query()
+	// url.Query would drop a malformed pair without a word, and keep only
+	// the first of two prefixes.
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return "", "", errors.New("the Redis URL's parameters are malformed")
+	}
+	if len(q["prefix"]) > 1 {
+		return "", "", errors.New("the Redis URL has more than one prefix")
+	}
 	prefix = q.Get("prefix")
 	q.Del("prefix")
 	u.RawQuery = q.Encode()

@@ -28,6 +28,10 @@ func TestSplit(t *testing.T) {
 		{in: "redis://cache/0?prefix=a%40b", client: "redis://cache/0", prefix: "a@b"},
 		// The client would take these, and fail every call.
 		{in: "redis://cache:0", wantErr: true},
+		// The client would drop the pair, or take the first prefix.
+		{in: "redis://cache/0?%zz=1", wantErr: true},
+		{in: "redis://cache/0?prefix=a;b", wantErr: true},
+		{in: "redis://cache/0?prefix=a&prefix=b", wantErr: true},
 		{in: "redis://cache:65536", wantErr: true},
 		{in: "redis://cache:99999/0", wantErr: true},
 		{in: "redis://cache:65535", client: "redis://cache:65535"},
