@@ -4,11 +4,11 @@
 // The GCRA step is redis_rate's Lua script: one round trip, atomic in Redis,
 // on the Redis server's clock (one clock for every replica); its keys expire
 // by themselves once their quota is whole again, so nothing sweeps them.
-// Every call is bounded by the store's timeout, connecting included, and is
-// never retried; after one call of a request fails, ratelimit.Limiter's
-// FailFast fails the request's others at once. A Redis that is down or
-// hangs costs a request at most that long, and the limit's failure policy
-// decides the rest.
+// Every call's caller waits at most the store's timeout, connecting
+// included, and a call is never retried; after one call of a request
+// fails, ratelimit.Limiter's FailFast fails the request's others at once.
+// A Redis that is down or hangs costs a request at most that long, and the
+// limit's failure policy decides the rest.
 package redisstore
 
 import (
@@ -37,18 +37,14 @@ type Store struct {
 	prefix  string
 	timeout time.Duration
 
-	warming chan struct{} // a slot per warm-up under way (see warm)
-	warmups sync.WaitGroup
+	calls sync.WaitGroup // the calls under way, which Close waits for
 }
 
-// maxWarmups bounds the warm-ups under way at once; each holds one of the
-// pool's connections for up to warmFor timeouts.
-const (
-	maxWarmups = 4
-	warmFor    = 4
-)
-
-var _ ratelimit.Store = (*Store)(nil)
+// runFor bounds, in timeouts, how long a call runs on after its caller has
+// stopped waiting: a wait for a pooled connection, a dial, a handshake of
+// two round trips and a command of two (NOSCRIPT, then EVAL) each take at
+// most one, the client's deadline for every read and write.
+const runFor = 8
 
 // Options turns a store URL (see redisurl) into client options bounded by
 // timeout, and the key prefix. Its errors never repeat the URL: it may
@@ -135,7 +131,7 @@ func Open(rawURL string, timeout time.Duration) (*Store, error) {
 // New returns the store over client; its keys start with prefix, and each
 // call waits at most timeout.
 func New(client *redis.Client, prefix string, timeout time.Duration) *Store {
-	return &Store{client: client, limiter: redis_rate.NewLimiter(client), prefix: prefix, timeout: timeout, warming: make(chan struct{}, maxWarmups)}
+	return &Store{client: client, limiter: redis_rate.NewLimiter(client), prefix: prefix, timeout: timeout}
 }
 
 // SetLog sends the Redis client's own messages (failed dials, pool
@@ -149,11 +145,11 @@ func (l clientLog) Printf(ctx context.Context, format string, v ...any) {
 	l.log.WarnContext(ctx, "redis client", "detail", fmt.Sprintf(format, v...))
 }
 
-// Close closes the client's connections, and returns once the warm-ups
-// under way, which then fail at once, have ended.
+// Close closes the client's connections, and returns once the calls under
+// way, which then fail at once, have ended.
 func (s *Store) Close() error {
 	err := s.client.Close()
-	s.warmups.Wait()
+	s.calls.Wait()
 	return err
 }
 
@@ -215,50 +211,47 @@ func (s *Store) Marked(ctx context.Context, key string, _ time.Time) (bool, erro
 	return n > 0, err
 }
 
-// call runs fn with the store's timeout. When the timeout is what ended
-// it, the error says so with context.DeadlineExceeded, whatever the client
-// reported (an i/o timeout, a pool timeout).
+// call runs fn, and returns its error or, when the store's timeout ends
+// first, context.DeadlineExceeded; when fn's error says the timeout was
+// what ended it (an i/o timeout, a pool timeout), the error says so with
+// context.DeadlineExceeded too.
+//
+// fn runs on after its caller has stopped waiting, each of its reads and
+// writes still bounded by the timeout, for up to runFor timeouts. A call
+// cut off mid-command loses its connection (the answer may still come),
+// and the next call's new connection spends a round trip on HELLO (two
+// with SELECT) within that call's timeout: against a Redis more than half
+// the timeout away every call timed out, and lost the connection it had
+// just set up, for good. Run to its end, a call leaves its connection,
+// handshake done, to the next.
 func (s *Store) call(ctx context.Context, op string, fn func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	err := fn(ctx)
+	timer := time.NewTimer(s.timeout)
+	defer timer.Stop()
+	done := make(chan error, 1)
+	s.calls.Add(1)
+	go func() {
+		defer s.calls.Done()
+		runCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), runFor*s.timeout)
+		defer cancel()
+		done <- fn(runCtx)
+	}()
+	var err error
+	select {
+	case err = <-done:
+	case <-timer.C:
+		err = context.DeadlineExceeded
+	case <-ctx.Done():
+		return fmt.Errorf("redis %s: %w", op, ctx.Err())
+	}
 	if err == nil {
 		return nil
 	}
-	// The connection's deadlines are the context's, so the client may see
-	// its i/o timeout a moment before the context reports its end.
 	var ne net.Error
-	timedOut := errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
-	if timedOut {
-		s.warm()
-	}
-	if timedOut && !errors.Is(err, context.DeadlineExceeded) {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("redis %s: %w after %s", op, context.DeadlineExceeded, s.timeout)
+	case errors.As(err, &ne) && ne.Timeout():
 		return fmt.Errorf("redis %s: %w after %s (%w)", op, context.DeadlineExceeded, s.timeout, err)
 	}
 	return fmt.Errorf("redis %s: %w", op, err)
-}
-
-// warm readies a connection for the calls to come, in the background and
-// with time for its handshake. A call that times out loses its connection
-// (its answer may still come), and the next call's new connection spends a
-// round trip on HELLO (two with SELECT) within that call's timeout: against
-// a Redis more than half the timeout away every call then timed out, and
-// lost the connection it had just set up, for as long as that lasted. The
-// warm-up's PING leaves its connection in the pool, handshake done, where
-// a call takes it and keeps it. With maxWarmups under way, another
-// timed-out call starts none.
-func (s *Store) warm() {
-	select {
-	case s.warming <- struct{}{}:
-	default:
-		return
-	}
-	s.warmups.Add(1)
-	go func() {
-		defer s.warmups.Done()
-		defer func() { <-s.warming }()
-		ctx, cancel := context.WithTimeout(context.Background(), warmFor*s.timeout)
-		defer cancel()
-		_ = s.client.Ping(ctx).Err()
-	}()
 }

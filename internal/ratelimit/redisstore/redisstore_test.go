@@ -105,10 +105,11 @@ func TestNewConnectionHandshakeIsHello(t *testing.T) {
 
 // A Redis farther than half the timeout away, from the first connection
 // on: a new connection's HELLO and the call's command do not fit in one
-// call's timeout together, and a call that times out loses its
-// connection, so every call failed for good. Connections readied in the
-// background after a timeout let the calls through, each its one round
-// trip.
+// call's timeout together, and a call cut off mid-command lost its
+// connection, so every call failed for good. Calls now run to their end
+// after their callers stop waiting, and leave their connections ready:
+// after the first few, sequential calls pass, and so do concurrent ones
+// once the pool holds a connection for each.
 func TestDistantRedisGetsReadyConnections(t *testing.T) {
 	// Each call has 200 ms to spare on a loaded machine; a handshake and a
 	// command (600 ms) never fit in 500.
@@ -121,8 +122,21 @@ func TestDistantRedisGetsReadyConnections(t *testing.T) {
 		_, err := st.Take(context.Background(), "k", l, time.Now())
 		return err
 	}
-	// The first calls time out while the connections they set up are
-	// readied; the script may also have to be loaded once.
+	// round makes n calls at once and returns how many failed, and one of
+	// their errors.
+	round := func(n int) (int, error) {
+		errs := make(chan error, n)
+		for range n {
+			go func() { errs <- take() }()
+		}
+		failed, last := 0, error(nil)
+		for range n {
+			if err := <-errs; err != nil {
+				failed, last = failed+1, err
+			}
+		}
+		return failed, last
+	}
 	var err error
 	for range 10 {
 		if err = take(); err == nil {
@@ -130,12 +144,25 @@ func TestDistantRedisGetsReadyConnections(t *testing.T) {
 		}
 	}
 	if err != nil {
-		t.Fatalf("10 calls to a Redis %s away with a %s timeout all failed, the last with %v", rtt, timeout, err)
+		t.Fatalf("10 calls one after the other to a Redis %s away with a %s timeout all failed, the last with %v", rtt, timeout, err)
 	}
 	for i := range 3 {
 		if err := take(); err != nil {
-			t.Errorf("call %d after the first success: %v", i+1, err)
+			t.Fatalf("call %d after the first success: %v", i+1, err)
 		}
+	}
+	const n = 8
+	failed := n
+	for range 5 {
+		if failed, err = round(n); failed == 0 {
+			break
+		}
+	}
+	if failed != 0 {
+		t.Fatalf("5 rounds of %d calls at once: %d of the last failed, one with %v", n, failed, err)
+	}
+	if failed, err := round(n); failed != 0 {
+		t.Errorf("the round after one that all passed: %d of %d failed, one with %v", failed, n, err)
 	}
 }
 
