@@ -40,6 +40,8 @@ type Store struct {
 	calls sync.WaitGroup // the calls under way, which Close waits for
 }
 
+var _ ratelimit.Store = (*Store)(nil)
+
 // runFor bounds, in timeouts, how long a call runs on after its caller has
 // stopped waiting: a wait for a pooled connection, a dial, a handshake of
 // two round trips and a command of two (NOSCRIPT, then EVAL) each take at
