@@ -41,7 +41,8 @@ type Options struct {
 	// client counts, not the time the handler takes between reads.
 	BodyMinRate int64
 	// Protocols are the protocols the listener speaks (nil: net/http's
-	// default, which is HTTP/1 alone on a listener without TLS).
+	// default, which is HTTP/1 alone on a listener without TLS). HTTP/2
+	// with prior knowledge is served connection by connection (h2cConns).
 	Protocols *http.Protocols
 	// AnswersServerOptions says the handler answers OPTIONS * itself (it
 	// includes ServerOptions), so that answer has a request id and an
