@@ -37,7 +37,13 @@ type Store struct {
 	prefix  string
 	timeout time.Duration
 
-	calls sync.WaitGroup // the calls under way, which Close waits for
+	// slots holds a token per call under way, as many as the client's
+	// pool has connections. A call waits for one no longer than its caller
+	// does, so work nobody waits for never starts and go-redis never
+	// queues a call for a connection; Close takes them all.
+	slots     chan struct{}
+	closeOnce sync.Once
+	closeErr  error
 }
 
 var _ ratelimit.Store = (*Store)(nil)
@@ -133,7 +139,10 @@ func Open(rawURL string, timeout time.Duration) (*Store, error) {
 // New returns the store over client; its keys start with prefix, and each
 // call waits at most timeout.
 func New(client *redis.Client, prefix string, timeout time.Duration) *Store {
-	return &Store{client: client, limiter: redis_rate.NewLimiter(client), prefix: prefix, timeout: timeout}
+	return &Store{
+		client: client, limiter: redis_rate.NewLimiter(client), prefix: prefix, timeout: timeout,
+		slots: make(chan struct{}, client.Options().PoolSize),
+	}
 }
 
 // SetLog sends the Redis client's own messages (failed dials, pool
@@ -148,11 +157,15 @@ func (l clientLog) Printf(ctx context.Context, format string, v ...any) {
 }
 
 // Close closes the client's connections, and returns once the calls under
-// way, which then fail at once, have ended.
+// way, which then fail at once, have ended. A call made after it times out.
 func (s *Store) Close() error {
-	err := s.client.Close()
-	s.calls.Wait()
-	return err
+	s.closeOnce.Do(func() {
+		s.closeErr = s.client.Close()
+		for range cap(s.slots) {
+			s.slots <- struct{}{}
+		}
+	})
+	return s.closeErr
 }
 
 // Ping checks that Redis answers within the timeout.
@@ -210,7 +223,10 @@ func (s *Store) Marked(ctx context.Context, key string, _ time.Time) (bool, erro
 		n, err = s.client.Exists(ctx, s.markKey(key)).Result()
 		return err
 	})
-	return n > 0, err
+	if err != nil {
+		return false, err // n may still be written by the call running on
+	}
+	return n > 0, nil
 }
 
 // call runs fn, and returns its error or, when the store's timeout ends
@@ -218,9 +234,10 @@ func (s *Store) Marked(ctx context.Context, key string, _ time.Time) (bool, erro
 // what ended it (an i/o timeout, a pool timeout), the error says so with
 // context.DeadlineExceeded too.
 //
-// fn runs on after its caller has stopped waiting, each of its reads and
-// writes still bounded by the timeout, for up to runFor timeouts. A call
-// cut off mid-command loses its connection (the answer may still come),
+// Once it has a slot, fn runs on after its caller has stopped waiting,
+// each of its reads and writes still bounded by the timeout, for up to
+// runFor timeouts. A call cut off mid-command loses its connection (the
+// answer may still come),
 // and the next call's new connection spends a round trip on HELLO (two
 // with SELECT) within that call's timeout: against a Redis more than half
 // the timeout away every call timed out, and lost the connection it had
@@ -229,10 +246,16 @@ func (s *Store) Marked(ctx context.Context, key string, _ time.Time) (bool, erro
 func (s *Store) call(ctx context.Context, op string, fn func(context.Context) error) error {
 	timer := time.NewTimer(s.timeout)
 	defer timer.Stop()
+	select {
+	case s.slots <- struct{}{}:
+	case <-timer.C:
+		return fmt.Errorf("redis %s: %w after %s, every connection busy", op, context.DeadlineExceeded, s.timeout)
+	case <-ctx.Done():
+		return fmt.Errorf("redis %s: %w", op, ctx.Err())
+	}
 	done := make(chan error, 1)
-	s.calls.Add(1)
 	go func() {
-		defer s.calls.Done()
+		defer func() { <-s.slots }()
 		runCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), runFor*s.timeout)
 		defer cancel()
 		done <- fn(runCtx)

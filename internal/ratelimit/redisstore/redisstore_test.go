@@ -166,6 +166,83 @@ func TestDistantRedisGetsReadyConnections(t *testing.T) {
 	}
 }
 
+// Answers that come after their callers stopped waiting are dropped:
+// every call reports the timeout, and the calls running on end before
+// Close returns. Under the race detector this also checks that nothing a
+// caller returns is written by a call running on.
+func TestLateAnswersAreDropped(t *testing.T) {
+	u, setLatency := testdb.RedisRelay(t, nil)
+	st := open(t, u, 300*time.Millisecond)
+	ctx := context.Background()
+	if err := st.Ping(ctx); err != nil { // a connection made while Redis is near
+		t.Fatal(err)
+	}
+	setLatency(500 * time.Millisecond)
+	l := ratelimit.Limit{Count: 1, Period: time.Minute}
+	calls := map[string]func() error{
+		"Take":   func() error { _, err := st.Take(ctx, "k", l, time.Now()); return err },
+		"Mark":   func() error { return st.Mark(ctx, "k", time.Now(), time.Minute) },
+		"Marked": func() error { ok, err := st.Marked(ctx, "k", time.Now()); _ = ok; return err },
+		"Reset":  func() error { return st.Reset(ctx, "k") },
+	}
+	for name, call := range calls {
+		if err := call(); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%s on a Redis slower than the timeout = %v, want context.DeadlineExceeded", name, err)
+		}
+	}
+	if err := st.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+}
+
+// A call waits for a connection no longer than its caller does, and once
+// its caller has gone it never starts: a caller that stops waiting while
+// the one connection is busy leaves no command behind it, to run when the
+// connection comes free (go-redis's own wait for a connection outlasted
+// the caller's, and the command went out for nobody).
+func TestCallsNobodyWaitsForNeverStart(t *testing.T) {
+	rec := new(recorder)
+	hold := make(chan struct{})
+	u, _ := testdb.RedisRelay(t, func(client io.Reader, redis io.Writer) {
+		rec.forward(client, holdWrites{w: redis, until: hold})
+	})
+	st := open(t, strings.Replace(u, "?", "?pool_size=1&", 1), time.Second)
+	l := ratelimit.Limit{Count: 10, Period: time.Minute}
+	first := make(chan error, 1)
+	go func() { _, err := st.Take(context.Background(), "a", l, time.Now()); first <- err }()
+	for len(rec.commands()) == 0 { // the first call holds the connection
+		time.Sleep(time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := st.Take(ctx, "b", l, time.Now()); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("a call while the one connection is held = %v, want its caller's deadline", err)
+	}
+	close(hold) // the first call completes, well within its timeout
+	if err := <-first; err != nil {
+		t.Errorf("the first call: %v", err)
+	}
+	// A third call takes the connection after whatever was waiting for it.
+	if _, err := st.Take(context.Background(), "c", l, time.Now()); err != nil {
+		t.Errorf("the third call: %v", err)
+	}
+	cmds := rec.commands()
+	if n := len(cmds) - len(slices.DeleteFunc(slices.Clone(cmds), func(c string) bool { return c == "EVALSHA" })); n != 2 {
+		t.Errorf("EVALSHA sent %d times (commands %q), want the first call's and the third's", n, cmds)
+	}
+}
+
+// holdWrites passes nothing on to w until until is closed.
+type holdWrites struct {
+	w     io.Writer
+	until <-chan struct{}
+}
+
+func (h holdWrites) Write(p []byte) (int, error) {
+	<-h.until
+	return h.w.Write(p)
+}
+
 // recorder records the name of each command clients send to Redis (the
 // first element of each RESP array).
 type recorder struct {
