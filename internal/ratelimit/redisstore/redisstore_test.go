@@ -202,17 +202,15 @@ func TestLateAnswersAreDropped(t *testing.T) {
 // the caller's, and the command went out for nobody).
 func TestCallsNobodyWaitsForNeverStart(t *testing.T) {
 	rec := new(recorder)
-	hold := make(chan struct{})
+	hold, held := make(chan struct{}), make(chan struct{}, 1)
 	u, _ := testdb.RedisRelay(t, func(client io.Reader, redis io.Writer) {
-		rec.forward(client, holdWrites{w: redis, until: hold})
+		rec.forward(client, holdWrites{w: redis, until: hold, held: held})
 	})
 	st := open(t, strings.Replace(u, "?", "?pool_size=1&", 1), time.Second)
 	l := ratelimit.Limit{Count: 10, Period: time.Minute}
 	first := make(chan error, 1)
 	go func() { _, err := st.Take(context.Background(), "a", l, time.Now()); first <- err }()
-	for len(rec.commands()) == 0 { // the first call holds the connection
-		time.Sleep(time.Millisecond)
-	}
+	<-held // the first call holds the connection
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	if _, err := st.Take(ctx, "b", l, time.Now()); !errors.Is(err, context.DeadlineExceeded) {
@@ -232,13 +230,19 @@ func TestCallsNobodyWaitsForNeverStart(t *testing.T) {
 	}
 }
 
-// holdWrites passes nothing on to w until until is closed.
+// holdWrites passes nothing on to w until until is closed, and says on
+// held (without waiting) each time it holds a write.
 type holdWrites struct {
 	w     io.Writer
 	until <-chan struct{}
+	held  chan<- struct{}
 }
 
 func (h holdWrites) Write(p []byte) (int, error) {
+	select {
+	case h.held <- struct{}{}:
+	default:
+	}
 	<-h.until
 	return h.w.Write(p)
 }
