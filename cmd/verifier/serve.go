@@ -7,6 +7,7 @@ import (
 
 	"github.com/palisade-auth/palisade/internal/config"
 	"github.com/palisade-auth/palisade/internal/httpserver"
+	"github.com/palisade-auth/palisade/internal/memlimit"
 	"github.com/palisade-auth/palisade/internal/verifierapp"
 )
 
@@ -20,13 +21,15 @@ func newServeCmd() *cobra.Command {
 			if err := cfg.ValidateServe(); err != nil {
 				return err
 			}
-			setMemoryLimit(os.Getenv)
 			level, _ := config.ParseLogLevel(cfg.LogLevel)
 			// The access log stays on without a write per request; Close
 			// writes out what is queued once serving has stopped.
 			out := httpserver.NewLogWriter(os.Stdout, httpserver.LogFlushInterval)
 			defer out.Close()
-			return verifierapp.Serve(cmd.Context(), cfg, httpserver.NewLogger(out, level))
+			log := httpserver.NewLogger(out, level)
+			memlimit.Apply(log, os.Getenv, ownMemoryLimit)
+			setGCPercent(os.Getenv)
+			return verifierapp.Serve(cmd.Context(), cfg, log)
 		},
 	}
 	cfg.ServeFlags(cmd.Flags())

@@ -152,11 +152,14 @@ func (p *proc) stop(t *testing.T) {
 	}
 }
 
-// start runs a binary with args and waits until each named server logs
-// that it is listening.
-func start(t testing.TB, bin string, servers []string, env []string, args ...string) *proc {
+// startWrapped runs a binary with args and waits until each named server
+// logs that it is listening. A non-nil wrap is a command that runs the
+// binary by executing its arguments (memoryCgroup's, which first puts
+// itself in a cgroup).
+func startWrapped(t testing.TB, wrap []string, bin string, servers []string, env []string, args ...string) *proc {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(binDir, bin), args...)
+	argv := slices.Concat(wrap, []string{filepath.Join(binDir, bin)}, args)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), env...)
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw
@@ -238,6 +241,13 @@ func startIssuer(t testing.TB, dbURL string, extra ...string) *issuer {
 // second replica over the same database needs the first one's.
 func startIssuerWithKEK(t testing.TB, dbURL, kek string, extra ...string) *issuer {
 	t.Helper()
+	return startIssuerWrapped(t, nil, dbURL, kek, extra...)
+}
+
+// startIssuerWrapped is startIssuerWithKEK with the issuer run by wrap
+// (startWrapped).
+func startIssuerWrapped(t testing.TB, wrap []string, dbURL, kek string, extra ...string) *issuer {
+	t.Helper()
 	args := append([]string{"serve",
 		"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
 		"--database-url", dbURL, "--kek-file", kek,
@@ -245,7 +255,7 @@ func startIssuerWithKEK(t testing.TB, dbURL, kek string, extra ...string) *issue
 		"--log-level", "debug", "--key-reload-interval", "1s",
 	}, generousLimits()...)
 	args = append(args, extra...)
-	p := start(t, "issuer", []string{"api", "admin"}, nil, args...)
+	p := startWrapped(t, wrap, "issuer", []string{"api", "admin"}, nil, args...)
 	return &issuer{proc: p, base: "http://" + p.addr["api"], dbURL: dbURL, kek: kek}
 }
 

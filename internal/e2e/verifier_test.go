@@ -81,9 +81,16 @@ func keySetFile(t testing.TB) (*verifytest.KeySet, string) {
 
 func startVerifier(t testing.TB, args ...string) *verifierProc {
 	t.Helper()
+	return startVerifierWrapped(t, nil, nil, args...)
+}
+
+// startVerifierWrapped is startVerifier with the verifier run by wrap
+// (startWrapped) and env added to its environment.
+func startVerifierWrapped(t testing.TB, wrap, env []string, args ...string) *verifierProc {
+	t.Helper()
 	args = append([]string{"serve", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
 		"--issuer", "http://issuer.test", "--audience", "api", "--log-level", "debug"}, args...)
-	p := start(t, "verifier", []string{"proxy", "admin"}, nil, args...)
+	p := startWrapped(t, wrap, "verifier", []string{"proxy", "admin"}, env, args...)
 	return &verifierProc{proc: p, base: "http://" + p.addr["proxy"], admin: "http://" + p.addr["admin"]}
 }
 

@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math"
 	"os"
 	"runtime"
 	"runtime/debug"
 	"time"
 
+	"github.com/palisade-auth/palisade/internal/memlimit"
 	"github.com/palisade-auth/palisade/internal/password"
 )
 
@@ -43,42 +43,20 @@ const measuredClients = 500
 // under a flood. The limit bounds what remains: connections and requests,
 // which GOGC alone would let double over the slots' memory.
 //
-// ok is false when the operator set GOMEMLIMIT (off included): theirs
-// stands. It is false too when queue is 0, waiting without bound, or
+// The limit is memlimit.None when queue is 0, waiting without bound, or
 // above measuredClients: every waiting request holds its connection,
 // stack and body, so the heap follows the number of clients and no figure
 // derived from the pool bounds it; under a limit it would only reach, the
 // collector ran without pause (500 clients queued: 46.9 logins/s under 72
-// MiB against 67.6 with no limit).
-//
-// source says in every case where the limit in force comes from, for the
-// log.
-func memoryLimit(slots int, perHash int64, queue int, getenv func(string) string) (limit int64, source string, ok bool) {
+// MiB against 67.6 with no limit). Source says why, for the log.
+func memoryLimit(slots int, perHash int64, queue int) memlimit.Choice {
 	switch {
-	case getenv("GOMEMLIMIT") != "":
-		return 0, "GOMEMLIMIT", false
 	case queue == 0:
-		return 0, "none derived: --hash-queue 0 waits without bound; set GOMEMLIMIT", false
+		return memlimit.Choice{Limit: memlimit.None, Source: "none derived: --hash-queue 0 waits without bound; set GOMEMLIMIT"}
 	case queue > measuredClients:
-		return 0, fmt.Sprintf("none derived: --hash-queue %d lets more requests wait than the %d it was measured with; set GOMEMLIMIT", queue, measuredClients), false
+		return memlimit.Choice{Limit: memlimit.None, Source: fmt.Sprintf("none derived: --hash-queue %d lets more requests wait than the %d it was measured with; set GOMEMLIMIT", queue, measuredClients)}
 	}
-	return int64(slots)*perHash + memoryBase, fmt.Sprintf("derived: --hash-concurrency × argon2 memory + %d MiB", memoryBase>>20), true
-}
-
-// setMemoryLimit applies memoryLimit to the runtime and logs the limit in
-// force.
-func setMemoryLimit(log *slog.Logger, slots int, perHash int64, queue int) {
-	limit, source, ok := memoryLimit(slots, perHash, queue, os.Getenv)
-	if ok {
-		debug.SetMemoryLimit(limit)
-	} else {
-		limit = debug.SetMemoryLimit(-1)
-	}
-	if limit == math.MaxInt64 {
-		log.Info("memory limit", slog.String("mib", "off"), slog.String("source", source))
-		return
-	}
-	log.Info("memory limit", slog.Int64("mib", limit>>20), slog.String("source", source))
+	return memlimit.Choice{Limit: int64(slots)*perHash + memoryBase, Source: fmt.Sprintf("derived: --hash-concurrency × argon2 memory + %d MiB", memoryBase>>20)}
 }
 
 // startMemoryControl sets the soft memory limit for h, with at most queue
@@ -86,7 +64,7 @@ func setMemoryLimit(log *slog.Logger, slots int, perHash int64, queue int) {
 // burst memory to the system when hashing goes quiet (checked every
 // second), until ctx ends.
 func startMemoryControl(ctx context.Context, log *slog.Logger, h *password.Hasher, queue int) {
-	setMemoryLimit(log, h.Slots(), h.HashMemory(), queue)
+	memlimit.Apply(log, os.Getenv, memoryLimit(h.Slots(), h.HashMemory(), queue))
 	release := func() { releaseBurst(h) }
 	go (&memoryReturner{hashes: h, release: release}).run(ctx, time.Second)
 }

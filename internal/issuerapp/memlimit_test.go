@@ -1,95 +1,43 @@
 package issuerapp
 
 import (
-	"bytes"
 	"crypto/rand"
-	"io"
-	"log/slog"
 	"runtime"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
 	"weak"
 
+	"github.com/palisade-auth/palisade/internal/memlimit"
 	"github.com/palisade-auth/palisade/internal/password"
 )
 
 func TestMemoryLimit(t *testing.T) {
 	const mib = 1 << 20
-	env := func(v string) func(string) string {
-		return func(k string) string {
-			if k == "GOMEMLIMIT" {
-				return v
-			}
-			return ""
-		}
-	}
 	tests := []struct {
 		name      string
 		slots     int
 		perHash   int64
 		queue     int
-		gomemlim  string
 		wantLimit int64
-		wantOK    bool
+		wantWhy   string
 	}{
-		{"two slots of 19 MiB", 2, 19 * mib, 64, "", 2*19*mib + 34*mib, true},
-		{"eight slots", 8, 19 * mib, 64, "", 8*19*mib + 34*mib, true},
-		{"a queue of one", 2, 19 * mib, 1, "", 2*19*mib + 34*mib, true},
-		{"a queue without bound", 2, 19 * mib, 0, "", 0, false},
-		{"the longest queue the base was measured with", 2, 19 * mib, 500, "", 2*19*mib + 34*mib, true},
-		{"a queue longer than that", 2, 19 * mib, 501, "", 0, false},
-		{"operator's limit", 2, 19 * mib, 64, "200MiB", 0, false},
-		{"operator turned it off", 2, 19 * mib, 64, "off", 0, false},
+		{"two slots of 19 MiB", 2, 19 * mib, 64, 2*19*mib + 34*mib, "derived"},
+		{"eight slots", 8, 19 * mib, 64, 8*19*mib + 34*mib, "derived"},
+		{"a queue of one", 2, 19 * mib, 1, 2*19*mib + 34*mib, "derived"},
+		{"a queue without bound", 2, 19 * mib, 0, memlimit.None, "--hash-queue 0"},
+		{"the longest queue the base was measured with", 2, 19 * mib, 500, 2*19*mib + 34*mib, "derived"},
+		{"a queue longer than that", 2, 19 * mib, 501, memlimit.None, "--hash-queue 501"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			limit, _, ok := memoryLimit(tt.slots, tt.perHash, tt.queue, env(tt.gomemlim))
-			if limit != tt.wantLimit || ok != tt.wantOK {
-				t.Errorf("memoryLimit(%d, %d, queue %d, GOMEMLIMIT=%q) = %d, %v, want %d, %v",
-					tt.slots, tt.perHash, tt.queue, tt.gomemlim, limit, ok, tt.wantLimit, tt.wantOK)
+			c := memoryLimit(tt.slots, tt.perHash, tt.queue)
+			if c.Limit != tt.wantLimit || !strings.Contains(c.Source, tt.wantWhy) {
+				t.Errorf("memoryLimit(%d, %d, queue %d) = %d (%s), want %d (%s)",
+					tt.slots, tt.perHash, tt.queue, c.Limit, c.Source, tt.wantLimit, tt.wantWhy)
 			}
 		})
 	}
-}
-
-// TestSetMemoryLimit applies the limit to this test process's runtime, and
-// puts the limit it found back.
-func TestSetMemoryLimit(t *testing.T) {
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	before := debug.SetMemoryLimit(-1)
-	t.Cleanup(func() { debug.SetMemoryLimit(before) })
-
-	t.Run("derived", func(t *testing.T) {
-		t.Setenv("GOMEMLIMIT", "")
-		setMemoryLimit(log, 2, 1<<20, 64)
-		if got, want := debug.SetMemoryLimit(-1), int64(2<<20+memoryBase); got != want {
-			t.Errorf("limit after setMemoryLimit(2 slots of 1 MiB) = %d, want %d", got, want)
-		}
-	})
-	t.Run("GOMEMLIMIT set", func(t *testing.T) {
-		const operators = 123 << 20 // what the runtime read from GOMEMLIMIT at start
-		t.Setenv("GOMEMLIMIT", "123MiB")
-		debug.SetMemoryLimit(operators)
-		setMemoryLimit(log, 2, 1<<20, 64)
-		if got := debug.SetMemoryLimit(-1); got != operators {
-			t.Errorf("limit after setMemoryLimit with GOMEMLIMIT set = %d, want it untouched at %d", got, operators)
-		}
-	})
-	t.Run("queue without bound", func(t *testing.T) {
-		t.Setenv("GOMEMLIMIT", "")
-		const runtimes = 321 << 20 // whatever the runtime had
-		debug.SetMemoryLimit(runtimes)
-		var out bytes.Buffer
-		setMemoryLimit(slog.New(slog.NewTextHandler(&out, nil)), 2, 1<<20, 0)
-		if got := debug.SetMemoryLimit(-1); got != runtimes {
-			t.Errorf("limit after setMemoryLimit with --hash-queue 0 = %d, want it untouched at %d", got, runtimes)
-		}
-		if !strings.Contains(out.String(), "--hash-queue 0") {
-			t.Errorf("log %q does not say why no limit was derived", out.String())
-		}
-	})
 }
 
 type fakeHashes struct {
