@@ -5,13 +5,16 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"math"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/palisade-auth/palisade/internal/memlimit"
 	"github.com/palisade-auth/palisade/internal/testdb"
@@ -148,5 +151,37 @@ func TestMemoryLimits(t *testing.T) {
 			t.Errorf("memory limit %d, want %d (90%% of 64 MiB, below the derived %d)", limit, share(64*mib), derived)
 		}
 		limitLine(t, is.proc, `"mib":57,"source":"container: 90% of its memory limit, below the 72 MiB derived`)
+	})
+	t.Run("issuer's limit follows its connections", func(t *testing.T) {
+		is := startIssuer(t, testdb.SQLite(t), "--hash-concurrency", "2")
+		const held = 700 // 200 past the 500 the base allows for
+		for range held {
+			c, err := net.Dial("tcp", strings.TrimPrefix(is.base, "http://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close() })
+			// Answered, so surely accepted.
+			fmt.Fprintf(c, "GET /.well-known/jwks.json HTTP/1.1\r\nHost: x\r\n\r\n")
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+		}
+		// The admin listener's connections count too: this test's scrapes
+		// hold one or two.
+		low, high := derived+200*48<<10, derived+205*48<<10
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			limit, _ := runtimeMemory(t, "http://"+is.addr["admin"])
+			if limit >= low && limit <= high {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("with %d connections held the limit is %d, want %d-%d (the derived %d + 48 KiB for each connection past 500)", held, limit, low, high, derived)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
 	})
 }

@@ -87,6 +87,7 @@ type Server struct {
 	running inFlight
 	endAll  context.CancelFunc
 	h2c     *h2cConns // nil unless the listener speaks HTTP/2 with prior knowledge
+	conns   atomic.Int64
 }
 
 // New returns a server named name (used in its log lines, e.g. "api" or
@@ -108,6 +109,14 @@ func New(name string, logger *slog.Logger, handler http.Handler, opts Options) *
 		// net/http's own complaints (TLS handshakes, bad requests it
 		// answers itself) go to the JSON log rather than stderr.
 		ErrorLog: slog.NewLogLogger(logger.With(slog.String("server", name)).Handler(), slog.LevelWarn),
+		ConnState: func(_ net.Conn, st http.ConnState) {
+			switch st {
+			case http.StateNew:
+				s.conns.Add(1)
+			case http.StateClosed, http.StateHijacked:
+				s.conns.Add(-1)
+			}
+		},
 	}
 	if opts.Protocols != nil && opts.Protocols.UnencryptedHTTP2() {
 		s.h2c = &h2cConns{idle: opts.IdleTimeout}
@@ -115,6 +124,11 @@ func New(name string, logger *slog.Logger, handler http.Handler, opts Options) *
 	}
 	return s
 }
+
+// Conns is the number of connections the server holds: accepted, and
+// neither closed nor hijacked (a hijacked one is its handler's). Safe for
+// concurrent use.
+func (s *Server) Conns() int64 { return s.conns.Load() }
 
 // Listen binds addr and logs msg "listening" with the server's name and the
 // bound address. Binding apart from serving lets ":0" work: the log line and

@@ -202,3 +202,58 @@ func TestClientGoneIsNeverAnswered(t *testing.T) {
 		t.Errorf("access log status, aborted = %v, %v; want %d, true", status, aborted, StatusClientClosedRequest)
 	}
 }
+
+// Conns counts the connections the server holds: each one accepted, until
+// it closes or its handler hijacks it.
+func TestConnsCountsOpenConnections(t *testing.T) {
+	s, addr := serveServer(t, Options{}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/hijack" {
+			c, _, err := http.NewResponseController(w).Hijack()
+			if err == nil {
+				c.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"))
+				t.Cleanup(func() { c.Close() })
+			}
+			return
+		}
+	}))
+	waitConns := func(want int64) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for s.Conns() != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("Conns() = %d, want %d", s.Conns(), want)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	get := func(c net.Conn, path string) {
+		t.Helper()
+		if _, err := fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	var conns []net.Conn
+	for range 3 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		get(c, "/")
+		conns = append(conns, c)
+	}
+	if got := s.Conns(); got != 3 {
+		t.Fatalf("Conns() = %d with three connections answered and open, want 3", got)
+	}
+	conns[0].Close()
+	waitConns(2)
+	get(conns[1], "/hijack")
+	waitConns(1)
+	conns[2].Close()
+	waitConns(0)
+}

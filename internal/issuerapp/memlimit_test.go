@@ -1,11 +1,16 @@
 package issuerapp
 
 import (
+	"context"
 	"crypto/rand"
+	"log/slog"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 	"weak"
 
 	"github.com/palisade-auth/palisade/internal/memlimit"
@@ -19,24 +24,58 @@ func TestMemoryLimit(t *testing.T) {
 		slots     int
 		perHash   int64
 		queue     int
+		conns     int64
 		wantLimit int64
 		wantWhy   string
 	}{
-		{"two slots of 19 MiB", 2, 19 * mib, 64, 2*19*mib + 34*mib, "derived"},
-		{"eight slots", 8, 19 * mib, 64, 8*19*mib + 34*mib, "derived"},
-		{"a queue of one", 2, 19 * mib, 1, 2*19*mib + 34*mib, "derived"},
-		{"a queue without bound", 2, 19 * mib, 0, memlimit.None, "--hash-queue 0"},
-		{"the longest queue the base was measured with", 2, 19 * mib, 500, 2*19*mib + 34*mib, "derived"},
-		{"a queue longer than that", 2, 19 * mib, 501, memlimit.None, "--hash-queue 501"},
+		{"two slots of 19 MiB", 2, 19 * mib, 64, 0, 2*19*mib + 34*mib, "derived"},
+		{"eight slots", 8, 19 * mib, 64, 0, 8*19*mib + 34*mib, "derived"},
+		{"a queue of one", 2, 19 * mib, 1, 0, 2*19*mib + 34*mib, "derived"},
+		{"a queue without bound", 2, 19 * mib, 0, 0, memlimit.None, "--hash-queue 0"},
+		{"the longest queue the base was measured with", 2, 19 * mib, 500, 0, 2*19*mib + 34*mib, "derived"},
+		{"a queue longer than that", 2, 19 * mib, 501, 0, memlimit.None, "--hash-queue 501"},
+		{"as many connections as the base was measured with", 2, 19 * mib, 64, 500, 2*19*mib + 34*mib, "derived"},
+		{"2,000 connections", 2, 19 * mib, 64, 2000, 2*19*mib + 34*mib + 1500*48<<10, "derived"},
+		{"2,000 connections, a queue without bound", 2, 19 * mib, 0, 2000, memlimit.None, "--hash-queue 0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := memoryLimit(tt.slots, tt.perHash, tt.queue)
+			c := memoryLimit(tt.slots, tt.perHash, tt.queue, tt.conns)
 			if c.Limit != tt.wantLimit || !strings.Contains(c.Source, tt.wantWhy) {
-				t.Errorf("memoryLimit(%d, %d, queue %d) = %d (%s), want %d (%s)",
-					tt.slots, tt.perHash, tt.queue, c.Limit, c.Source, tt.wantLimit, tt.wantWhy)
+				t.Errorf("memoryLimit(%d, %d, queue %d, %d connections) = %d (%s), want %d (%s)",
+					tt.slots, tt.perHash, tt.queue, tt.conns, c.Limit, c.Source, tt.wantLimit, tt.wantWhy)
 			}
 		})
+	}
+}
+
+// The limit follows the connections the issuer holds, tick by tick.
+func TestMemoryControlFollowsConnections(t *testing.T) {
+	if _, ok, err := memlimit.Container(); err != nil || ok {
+		t.Skipf("SKIPPED: this test process runs under a container memory limit (%v), which would lower the limit under test", err)
+	}
+	t.Setenv("GOMEMLIMIT", "")
+	before := debug.SetMemoryLimit(-1)
+	t.Cleanup(func() { debug.SetMemoryLimit(before) })
+	h := password.NewHasher(password.DefaultParams, 2, rand.Reader)
+	var conns atomic.Int64
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	startMemoryControl(ctx, slog.New(slog.DiscardHandler), h, 64, conns.Load)
+	base := 2*h.HashMemory() + memoryBase
+	if got := debug.SetMemoryLimit(-1); got != base {
+		t.Fatalf("limit at start = %d, want %d", got, base)
+	}
+	for _, n := range []int64{2000, 700, 0} {
+		conns.Store(n)
+		want := base + perConn*max(0, n-measuredClients)
+		deadline := time.Now().Add(10 * time.Second)
+		for debug.SetMemoryLimit(-1) != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("with %d connections the limit stayed %d, want %d", n, debug.SetMemoryLimit(-1), want)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 	}
 }
 

@@ -97,7 +97,6 @@ func (a *App) Serve(ctx context.Context) error {
 		return err
 	}
 	hasher := a.hasher(cfg.Passwords, reg)
-	startMemoryControl(ctx, a.Log, hasher, cfg.Passwords.HashQueue)
 	svc := a.newAuth(hasher, mailer.Wake, hooks.Wake)
 	api, err := a.api(ctx, svc, limiter)
 	if err != nil {
@@ -107,6 +106,12 @@ func (a *App) Serve(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	startMemoryControl(ctx, a.Log, hasher, cfg.Passwords.HashQueue, func() (n int64) {
+		for _, s := range servers {
+			n += s.Conns()
+		}
+		return n
+	})
 	return a.run(ctx, servers, svc, mailer, hooks)
 }
 

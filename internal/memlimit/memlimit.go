@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"math"
 	"runtime/debug"
+	"sync"
 
 	cgroup "github.com/KimMachineGun/automemlimit/memlimit"
 )
@@ -72,29 +73,57 @@ func choose(own Choice, container int64, containerOK bool) Choice {
 	return Choice{Limit: container, Source: src}
 }
 
-// Apply sets the runtime's soft memory limit to the lower of own and the
-// container's share, unless the operator set GOMEMLIMIT (getenv, non-empty,
-// as the runtime reads it; "off" included), whose value the runtime has
-// applied and which stands. It logs the limit in force and its source, and
-// returns it.
-func Apply(log *slog.Logger, getenv func(string) string, own Choice) Choice {
-	var c Choice
-	if getenv("GOMEMLIMIT") != "" {
-		c = Choice{Limit: debug.SetMemoryLimit(-1), Source: "GOMEMLIMIT"}
-	} else {
-		limit, ok, err := Container()
-		if err != nil {
-			// Unreadable is not fatal: the process runs as it would
-			// outside a container, and says why.
+// Setter keeps the runtime's soft memory limit at the lower of a binary's
+// own choice, which may follow its load, and its container's share. The
+// operator's GOMEMLIMIT and the container's limit are read once, by
+// NewSetter. Safe for concurrent use.
+type Setter struct {
+	mu          sync.Mutex
+	operator    bool // GOMEMLIMIT set: the runtime applied it, and it stands
+	container   int64
+	containerOK bool
+}
+
+// NewSetter reads GOMEMLIMIT through getenv (set means non-empty, as the
+// runtime reads it; "off" included) and the container's memory limit. A
+// container limit it cannot read is logged and taken as none.
+func NewSetter(log *slog.Logger, getenv func(string) string) *Setter {
+	s := &Setter{operator: getenv("GOMEMLIMIT") != ""}
+	if !s.operator {
+		var err error
+		if s.container, s.containerOK, err = Container(); err != nil {
 			log.Warn("memory limit: the container's is unknown", slog.Any("err", err))
 		}
-		c = choose(own, limit, ok)
-		debug.SetMemoryLimit(c.Limit)
 	}
+	return s
+}
+
+// Set applies the lower of own and the container's share, unless the
+// operator set GOMEMLIMIT, and returns the limit in force.
+func (s *Setter) Set(own Choice) Choice {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.operator {
+		return Choice{Limit: debug.SetMemoryLimit(-1), Source: "GOMEMLIMIT"}
+	}
+	c := choose(own, s.container, s.containerOK)
+	debug.SetMemoryLimit(c.Limit)
+	return c
+}
+
+// Log writes the limit in force and its source.
+func Log(log *slog.Logger, c Choice) {
 	if c.Limit == None {
 		log.Info("memory limit", slog.String("mib", "off"), slog.String("source", c.Source))
-	} else {
-		log.Info("memory limit", slog.Int64("mib", c.Limit>>20), slog.String("source", c.Source))
+		return
 	}
+	log.Info("memory limit", slog.Int64("mib", c.Limit>>20), slog.String("source", c.Source))
+}
+
+// Apply sets own once, for a binary whose own choice does not change, and
+// logs the limit in force (NewSetter, Set and Log).
+func Apply(log *slog.Logger, getenv func(string) string, own Choice) Choice {
+	c := NewSetter(log, getenv).Set(own)
+	Log(log, c)
 	return c
 }
