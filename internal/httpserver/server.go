@@ -106,8 +106,9 @@ func New(name string, logger *slog.Logger, handler http.Handler, opts Options) *
 		Protocols:         opts.Protocols,
 
 		DisableGeneralOptionsHandler: opts.AnswersServerOptions,
-		// net/http's own complaints (TLS handshakes, bad requests it
-		// answers itself) go to the JSON log rather than stderr.
+		// net/http's own complaints (TLS handshakes, accept errors,
+		// panics) go to the JSON log rather than stderr. The malformed
+		// requests it answers itself (400, 431, 501) it reports nowhere.
 		ErrorLog: slog.NewLogLogger(logger.With(slog.String("server", name)).Handler(), slog.LevelWarn),
 		ConnState: func(_ net.Conn, st http.ConnState) {
 			switch st {
