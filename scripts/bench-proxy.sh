@@ -12,8 +12,8 @@
 #
 # Environment: ROUNDS (3), DURATION (5s), CONNECTIONS (64), THREADS (2),
 # BASE_PORT (18080; six ports from it are used), VERIFIER_GOMEMLIMIT
-# (passed to the verifiers as GOMEMLIMIT, overriding their default soft
-# memory limit; unset by default).
+# (passed to the verifiers as GOMEMLIMIT; unset by default, when they run with
+# no soft memory limit outside a container).
 set -euo pipefail
 
 ROUNDS=${ROUNDS:-3}

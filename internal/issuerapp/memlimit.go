@@ -75,14 +75,22 @@ func memoryLimit(slots int, perHash int64, queue int, conns int64) memlimit.Choi
 // open; then every second until ctx ends it follows conns with the limit,
 // and returns h's burst memory to the system when hashing has gone quiet.
 func startMemoryControl(ctx context.Context, log *slog.Logger, h *password.Hasher, queue int, conns func() int64) {
+	tick := memoryControl(log, h, queue, conns, func() { releaseBurst(h) })
+	go every(ctx, time.Second, tick)
+}
+
+// memoryControl sets the soft memory limit for h as startMemoryControl
+// does, and returns what it does every second: set the limit again for
+// the connections open now, and release when hashing has gone quiet.
+func memoryControl(log *slog.Logger, h *password.Hasher, queue int, conns func() int64, release func()) (tick func()) {
 	limits := memlimit.NewSetter(log, os.Getenv)
 	own := func() memlimit.Choice { return memoryLimit(h.Slots(), h.HashMemory(), queue, conns()) }
 	memlimit.Log(log, limits.Set(own()))
-	returner := &memoryReturner{hashes: h, release: func() { releaseBurst(h) }}
-	go every(ctx, time.Second, func() {
+	returner := &memoryReturner{hashes: h, release: release}
+	return func() {
 		limits.Set(own())
 		returner.tick()
-	})
+	}
 }
 
 // every calls fn every interval until ctx ends.

@@ -1,7 +1,6 @@
 package issuerapp
 
 import (
-	"context"
 	"crypto/rand"
 	"log/slog"
 	"runtime"
@@ -10,7 +9,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 	"weak"
 
 	"github.com/palisade-auth/palisade/internal/memlimit"
@@ -59,22 +57,16 @@ func TestMemoryControlFollowsConnections(t *testing.T) {
 	t.Cleanup(func() { debug.SetMemoryLimit(before) })
 	h := password.NewHasher(password.DefaultParams, 2, rand.Reader)
 	var conns atomic.Int64
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	startMemoryControl(ctx, slog.New(slog.DiscardHandler), h, 64, conns.Load)
+	tick := memoryControl(slog.New(slog.DiscardHandler), h, 64, conns.Load, func() {})
 	base := 2*h.HashMemory() + memoryBase
 	if got := debug.SetMemoryLimit(-1); got != base {
 		t.Fatalf("limit at start = %d, want %d", got, base)
 	}
 	for _, n := range []int64{2000, 700, 0} {
 		conns.Store(n)
-		want := base + perConn*max(0, n-measuredClients)
-		deadline := time.Now().Add(10 * time.Second)
-		for debug.SetMemoryLimit(-1) != want {
-			if time.Now().After(deadline) {
-				t.Fatalf("with %d connections the limit stayed %d, want %d", n, debug.SetMemoryLimit(-1), want)
-			}
-			time.Sleep(10 * time.Millisecond)
+		tick()
+		if got, want := debug.SetMemoryLimit(-1), base+perConn*max(0, n-measuredClients); got != want {
+			t.Fatalf("with %d connections the limit is %d after a tick, want %d", n, got, want)
 		}
 	}
 }
