@@ -39,7 +39,7 @@ func TestCommandsRegisterTheirParts(t *testing.T) {
 		"webhooks create": {"webhook-allow-cidr"},
 	}
 	optional := []string{"reset-token-ttl", "verify-token-ttl", "activate-in", "webhook-allow-cidr"}
-	cmds := leaves(newRootCmd())
+	cmds := leaves(newRootCmd(nil))
 	if len(cmds) < 15 {
 		t.Fatalf("found %d commands; the check would prove little", len(cmds))
 	}
@@ -71,7 +71,7 @@ func TestCommandsRegisterTheirParts(t *testing.T) {
 }
 
 func TestKeysRotateHelpOmitsMailLinks(t *testing.T) {
-	root := newRootCmd()
+	root := newRootCmd(nil)
 	var out strings.Builder
 	root.SetOut(&out)
 	root.SetArgs([]string{"keys", "rotate", "--help"})

@@ -30,7 +30,7 @@ func TestCLIInputHitsTextCheck(t *testing.T) {
 			if tc.env[0] != "" {
 				t.Setenv(tc.env[0], tc.env[1])
 			}
-			root := newRootCmd()
+			root := newRootCmd(nil)
 			var out bytes.Buffer
 			root.SetOut(&out)
 			root.SetErr(&out)

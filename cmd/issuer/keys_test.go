@@ -20,7 +20,7 @@ func TestKeysRevokeTakesAKIDThatLooksLikeAFlag(t *testing.T) {
 		{[]string{"keys", "revoke", "--", "-5lDabc"}, "No such signing key"},
 		{[]string{"keys", "revoke", "-5lDabc"}, `a KID that begins with "-" goes after --`},
 	} {
-		root := newRootCmd()
+		root := newRootCmd(nil)
 		var out bytes.Buffer
 		root.SetOut(&out)
 		root.SetErr(&out)

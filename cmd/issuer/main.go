@@ -3,23 +3,21 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
+
+	"github.com/palisade-auth/palisade/internal/signals"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	// The first signal starts the graceful shutdown; the next one, its
-	// default action restored, ends the process at once (a second Ctrl-C
-	// when the grace is not worth waiting for).
-	context.AfterFunc(ctx, stop)
-	if err := newRootCmd().ExecuteContext(ctx); err != nil {
+	// The first SIGINT or SIGTERM starts the graceful shutdown; the next
+	// ends the process at once (a second Ctrl-C when the grace is not worth
+	// waiting for), after the queued log lines are written out.
+	sig := signals.Notify()
+	defer sig.Stop()
+	if err := newRootCmd(sig).ExecuteContext(sig.Context()); err != nil {
 		fmt.Fprintln(os.Stderr, "issuer:", err)
-		stop()
+		sig.Stop()
 		os.Exit(1)
 	}
 }

@@ -9,19 +9,22 @@ import (
 	"github.com/palisade-auth/palisade/internal/config"
 	"github.com/palisade-auth/palisade/internal/httpserver"
 	"github.com/palisade-auth/palisade/internal/issuerapp"
+	"github.com/palisade-auth/palisade/internal/signals"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
-func newRootCmd() *cobra.Command {
+// newRootCmd returns the command tree; sig is the process's signal
+// handling, which the serve command flushes its log through.
+func newRootCmd(sig *signals.Process) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "issuer",
 		Short:         "Palisade issuer: accounts, passwords, tokens and signing keys",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServeCmd(), newMigrateCmd(), newUsersCmd(), newAuditCmd(), newKeysCmd(), newWebhooksCmd(), newVersionCmd())
+	root.AddCommand(newServeCmd(sig), newMigrateCmd(), newUsersCmd(), newAuditCmd(), newKeysCmd(), newWebhooksCmd(), newVersionCmd())
 	return root
 }
 

@@ -6,19 +6,22 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/palisade-auth/palisade/internal/config"
+	"github.com/palisade-auth/palisade/internal/signals"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
-func newRootCmd() *cobra.Command {
+// newRootCmd returns the command tree; sig is the process's signal
+// handling, which the serve command flushes its log through.
+func newRootCmd(sig *signals.Process) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "verifier",
 		Short:         "Palisade verifier: checks access tokens in front of apps",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServeCmd(), newCheckCmd(), newVersionCmd())
+	root.AddCommand(newServeCmd(sig), newCheckCmd(), newVersionCmd())
 	return root
 }
 

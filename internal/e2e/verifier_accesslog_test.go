@@ -137,50 +137,74 @@ func TestVerifierWebSocketThroughSIGTERM(t *testing.T) {
 
 // A second SIGTERM (or Ctrl-C) during the shutdown grace ends the verifier
 // at once, killed by the signal, instead of waiting out the grace for a
-// request the operator no longer cares about. It used to be swallowed.
+// request the operator no longer cares about; the access lines of the
+// requests answered before it are written out first (they used to wait
+// for the next 100 ms tick, which the kill came before).
 func TestVerifierSecondSignalEndsTheGrace(t *testing.T) {
 	_, jwks := keySetFile(t)
-	release := make(chan struct{})
-	t.Cleanup(func() { close(release) })
-	entered := make(chan struct{}, 1)
+	const answered = 4
+	hold, some := make(chan struct{}), make(chan struct{})
+	t.Cleanup(func() { close(hold) })
+	entered := make(chan struct{}, answered+1)
 	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		wait := hold
+		if r.URL.Query().Get("held") == "" {
+			wait = some
+		}
 		entered <- struct{}{}
 		select {
-		case <-release:
+		case <-wait:
 		case <-r.Context().Done():
 		}
 	}))
 	t.Cleanup(app.Close)
-	v := startVerifier(t, "--upstream", app.URL, "--jwks-file", jwks, "--public-path", "/slow")
+	v := startVerifier(t, "--upstream", app.URL, "--jwks-file", jwks, "--public-path", "/slow", "--log-level", "info")
 	v.waitReady(t)
 	go func() {
-		if resp, err := http.Get(v.base + "/slow"); err == nil {
+		if resp, err := http.Get(v.base + "/slow?held=1"); err == nil {
 			resp.Body.Close()
 		}
 	}()
-	<-entered // the request is in the app: the grace will wait for it
+	var wg sync.WaitGroup
+	for i := range answered {
+		wg.Go(func() {
+			r := do(t, "GET", fmt.Sprintf("%s/slow?n=%d", v.base, i), nil, "X-Request-Id", fmt.Sprintf("answered-%d", i))
+			if r.status != http.StatusOK {
+				t.Errorf("request %d during the grace: status %d, want 200", i, r.status)
+			}
+		})
+	}
+	for range answered + 1 {
+		select {
+		case <-entered: // in the app: the grace will wait for it
+		case <-time.After(30 * time.Second):
+			t.Fatal("the requests did not all reach the app")
+		}
+	}
 	if err := v.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := v.logs.waitFor(time.Now().Add(30*time.Second), func(l string) bool { return strings.Contains(l, `"shutting down"`) }); !ok {
 		t.Fatal("the verifier did not log that it is shutting down")
 	}
-	// The default action is restored just after the shutdown begins, on
-	// a goroutine of its own: until then a signal is swallowed, so one is
-	// sent every 50 ms until the process ends. Swallowed for good, as
-	// before, the process would exit by itself when its 20 s grace ran
-	// out, not by the signal.
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for done := false; !done; {
-		_ = v.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-v.exited:
-			done = true
-		case <-tick.C:
-		}
+	close(some)
+	wg.Wait() // answered: their lines are queued, the held request keeps the grace going
+	if err := v.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-v.exited:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the verifier did not end within 15s of the second SIGTERM (its grace is 20s)")
 	}
 	if ws, ok := v.cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGTERM {
 		t.Errorf("the verifier ended with %v, want killed by the second SIGTERM", v.cmd.ProcessState)
+	}
+	v.logs.waitFor(time.Now().Add(30*time.Second), func(string) bool { return false }) // all output read
+	for i := range answered {
+		id := fmt.Sprintf(`"request_id":"answered-%d"`, i)
+		if !strings.Contains(v.logs.String(), id) {
+			t.Errorf("no access line for request %d, answered before the second SIGTERM", i)
+		}
 	}
 }

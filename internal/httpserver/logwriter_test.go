@@ -2,6 +2,9 @@ package httpserver
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -32,7 +35,7 @@ func (w *writeRecorder) snapshot() []string {
 func TestLogWriterBatchesUntilFlush(t *testing.T) {
 	sink := &writeRecorder{}
 	lw := NewLogWriter(sink, time.Hour)
-	defer lw.Close()
+	defer lw.Close(context.Background())
 	var want strings.Builder
 	for i := range 100 {
 		line := fmt.Sprintf("{\"n\":%d}\n", i)
@@ -44,7 +47,7 @@ func TestLogWriterBatchesUntilFlush(t *testing.T) {
 	if got := sink.snapshot(); len(got) != 0 {
 		t.Fatalf("before Flush the sink got %d writes, want 0", len(got))
 	}
-	if err := lw.Flush(); err != nil {
+	if err := lw.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if got := sink.snapshot(); len(got) != 1 || got[0] != want.String() {
@@ -55,7 +58,7 @@ func TestLogWriterBatchesUntilFlush(t *testing.T) {
 func TestLogWriterFlushesOnItsInterval(t *testing.T) {
 	sink := &writeRecorder{}
 	lw := NewLogWriter(sink, 10*time.Millisecond)
-	defer lw.Close()
+	defer lw.Close(context.Background())
 	lw.Write([]byte("line\n"))
 	deadline := time.Now().Add(10 * time.Second)
 	for len(sink.snapshot()) == 0 {
@@ -85,10 +88,10 @@ func TestLogWriterConcurrentWritersLoseNothing(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	// One line larger than the whole buffer goes through on its own.
+	// One line larger than the early-write size goes through whole.
 	big := strings.Repeat("y", logBufferSize+1) + "\n"
 	lw.Write([]byte(big))
-	if err := lw.Close(); err != nil {
+	if err := lw.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	lw.Write([]byte("after close\n"))
@@ -117,5 +120,151 @@ func TestLogWriterConcurrentWritersLoseNothing(t *testing.T) {
 	}
 	if len(seen) != writers*lines+2 {
 		t.Fatalf("sink got %d distinct lines, want %d", len(seen), writers*lines+2)
+	}
+}
+
+// blockingSink takes nothing until release is closed, as a pipe nobody
+// reads does once it is full.
+type blockingSink struct {
+	writeRecorder
+	entered chan struct{} // receives once per Write that started
+	release chan struct{}
+}
+
+func newBlockingSink(t *testing.T) *blockingSink {
+	s := &blockingSink{entered: make(chan struct{}, 1024), release: make(chan struct{})}
+	t.Cleanup(func() {
+		select {
+		case <-s.release:
+		default:
+			close(s.release)
+		}
+	})
+	return s
+}
+
+func (s *blockingSink) Write(p []byte) (int, error) {
+	s.entered <- struct{}{}
+	<-s.release
+	return s.writeRecorder.Write(p)
+}
+
+// returnsWithin fails the test when f has not returned within 10 s: a
+// write that waits for a stuck output never would.
+func returnsWithin(t *testing.T, what string, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { defer close(done); f() }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s did not return in 10s: it waits for the stuck output", what)
+	}
+}
+
+// An output that takes nothing never holds a Write: past the queue's
+// bound lines are dropped and counted, and once the output takes lines
+// again the count arrives as a WARN line after the lines that were kept.
+func TestLogWriterStuckOutputDropsInsteadOfWaiting(t *testing.T) {
+	sink := newBlockingSink(t)
+	lw := NewLogWriter(sink, time.Hour)
+	first := strings.Repeat("a", logBufferSize) + "\n"
+	lw.Write([]byte(first)) // past the early-write size: the flusher takes it and is held
+	<-sink.entered
+
+	line := strings.Repeat("b", 999) + "\n"
+	var kept, dropped int
+	returnsWithin(t, "Write", func() {
+		for range 2 * logQueueLimit / len(line) {
+			switch _, err := lw.Write([]byte(line)); {
+			case err == nil:
+				kept++
+			case errors.Is(err, ErrLogDropped):
+				dropped++
+			default:
+				t.Errorf("Write = %v, want nil or ErrLogDropped", err)
+			}
+		}
+	})
+	if want := logQueueLimit / len(line); kept != want || dropped == 0 {
+		t.Fatalf("with the output stuck %d lines were kept and %d dropped, want %d kept (4 MiB) and the rest dropped", kept, dropped, want)
+	}
+	if got := lw.Dropped(); got != uint64(dropped) {
+		t.Errorf("Dropped() = %d, want %d", got, dropped)
+	}
+
+	close(sink.release)
+	if err := lw.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	all := strings.Join(sink.snapshot(), "")
+	lines := strings.Split(strings.TrimSuffix(all, "\n"), "\n")
+	if len(lines) != 1+kept+1 || lines[0]+"\n" != first || strings.Count(all, line) != kept {
+		t.Fatalf("the output got %d lines, want the first, the %d kept and the report", len(lines), kept)
+	}
+	var report struct {
+		Level, Msg string
+		Lines      int
+	}
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &report); err != nil || report.Level != "WARN" || report.Msg != "log lines dropped" || report.Lines != dropped {
+		t.Fatalf("last line %q (%v), want a WARN \"log lines dropped\" with lines=%d", lines[len(lines)-1], err, dropped)
+	}
+}
+
+// A shutdown does not wait on a stuck output past its context: Close gives
+// up, and a line logged after it is dropped rather than held.
+func TestLogWriterCloseGivesUpOnAStuckOutput(t *testing.T) {
+	sink := newBlockingSink(t)
+	lw := NewLogWriter(sink, time.Hour)
+	lw.Write([]byte("queued\n"))
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	var err error
+	returnsWithin(t, "Close", func() { err = lw.Close(ctx) })
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Close with the output stuck = %v, want the context's deadline", err)
+	}
+	returnsWithin(t, "Write after Close", func() {
+		if _, err := lw.Write([]byte("late\n")); !errors.Is(err, ErrLogDropped) {
+			t.Errorf("Write after a Close that gave up = %v, want ErrLogDropped", err)
+		}
+	})
+}
+
+// failingSink fails its first write, as a closed pipe does, and takes
+// the rest.
+type failingSink struct {
+	writeRecorder
+	failed bool
+}
+
+func (s *failingSink) Write(p []byte) (int, error) {
+	if !s.failed {
+		s.failed = true
+		return 0, errors.New("broken pipe")
+	}
+	return s.writeRecorder.Write(p)
+}
+
+// Lines the output failed are counted, Flush returns the output's error,
+// and the next write reports them.
+func TestLogWriterCountsLinesTheOutputFailed(t *testing.T) {
+	sink := &failingSink{}
+	lw := NewLogWriter(sink, time.Hour)
+	lw.Write([]byte("one\ntwo\n"))
+	lw.Write([]byte("three\n"))
+	if err := lw.Flush(context.Background()); err == nil || err.Error() != "broken pipe" {
+		t.Fatalf("Flush with the output failing = %v, want its error", err)
+	}
+	if got := lw.Dropped(); got != 3 {
+		t.Fatalf("Dropped() = %d, want 3", got)
+	}
+	lw.Write([]byte("four\n"))
+	if err := lw.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got := sink.snapshot()
+	if len(got) != 1 || !strings.HasPrefix(got[0], "four\n{") || !strings.Contains(got[0], `"lines":3`) {
+		t.Fatalf("after the failure the output got %q, want four and a report of 3 lines", got)
 	}
 }

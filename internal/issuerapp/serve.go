@@ -76,14 +76,16 @@ func (a *App) rateLimiter(ctx context.Context, cfg config.Issuer, reg prometheus
 }
 
 // Serve runs the API and admin listeners until ctx ends, then shuts down
-// gracefully.
-func (a *App) Serve(ctx context.Context) error {
+// gracefully. The collectors in extra (the log output's) are served on
+// /metrics beside its own.
+func (a *App) Serve(ctx context.Context, extra ...prometheus.Collector) error {
 	cfg := a.Cfg
 	if err := a.Keys.EnsureKey(ctx); err != nil {
 		return err
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(extra...)
 	limiter, err := a.rateLimiter(ctx, cfg, reg)
 	if err != nil {
 		return err

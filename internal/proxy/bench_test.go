@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"log/slog"
 	"net/http"
@@ -54,7 +55,7 @@ func BenchmarkVerifierProxy(b *testing.B) {
 			u := benchUpstream(b)
 
 			out := httpserver.NewLogWriter(io.Discard, httpserver.LogFlushInterval)
-			defer out.Close()
+			defer out.Close(context.Background())
 			log := httpserver.NewLogger(out, slog.LevelInfo)
 			metrics := proxy.NewMetrics(prometheus.NewRegistry(), func() float64 { return 0 })
 			p := proxy.NewProxy(v, u, nil, proxy.Config{Logger: log, Metrics: metrics})

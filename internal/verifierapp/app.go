@@ -149,10 +149,12 @@ func readSecret(path string) (verify.KeySource, error) {
 	return verify.NewStaticSource(set), nil
 }
 
-// Serve runs `verifier serve` until ctx ends.
-func Serve(ctx context.Context, cfg config.Verifier, log *slog.Logger) error {
+// Serve runs `verifier serve` until ctx ends. The collectors in extra (the
+// log output's) are served on /metrics beside its own.
+func Serve(ctx context.Context, cfg config.Verifier, log *slog.Logger, extra ...prometheus.Collector) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(extra...)
 	// The metrics exist before the key source starts: its background
 	// loop reports failures from the first fetch on.
 	var loaded atomic.Pointer[LoadingKeySource]
