@@ -146,6 +146,16 @@ func (s *Service) openSession(ctx context.Context, u store.User, in LoginInput, 
 		case !errors.Is(err, store.ErrNotFound):
 			return err
 		}
+		// Room for the new session, which is never the one revoked.
+		evicted, err := tx.RevokeSessionsPast(ctx, s.cfg.MaxSessionsPerUser-1, "session_limit", now)
+		if err != nil {
+			return err
+		}
+		for _, id := range evicted {
+			if err := tx.AppendAudit(ctx, s.event(EventSessionRevoked, now, m, u.ID, id, map[string]any{"reason": "session_limit"})); err != nil {
+				return err
+			}
+		}
 		if err := tx.CreateSession(ctx, sess); err != nil {
 			return err
 		}

@@ -51,6 +51,11 @@ type Config struct {
 	// however often it is refreshed (default 90 days). Each session keeps
 	// its end from its login: changing this moves no existing session's.
 	SessionMaxLifetime time.Duration
+	// MaxSessionsPerUser is how many active sessions one user may hold
+	// (default 100): a login past it revokes the least recently used, so
+	// neither the user's session list nor what one "log out everywhere"
+	// adds to the revocation feed grows without bound.
+	MaxSessionsPerUser int
 	// RefreshReuseLeeway > 0 answers the most recently rotated token of a
 	// session, presented again within this time, with the same successor
 	// instead of treating it as theft.
@@ -72,6 +77,10 @@ type Config struct {
 // DefaultSessionMaxLifetime is the absolute lifetime of a session when the
 // configuration sets none: 90 days.
 const DefaultSessionMaxLifetime = 90 * 24 * time.Hour
+
+// DefaultMaxSessionsPerUser is how many active sessions a user may hold
+// when the configuration sets no number.
+const DefaultMaxSessionsPerUser = 100
 
 // Meta is what the transport knows about the caller, for the audit trail.
 type Meta struct {
@@ -164,6 +173,9 @@ func New(d Deps, cfg Config) *Service {
 	}
 	if cfg.SessionMaxLifetime <= 0 {
 		cfg.SessionMaxLifetime = DefaultSessionMaxLifetime
+	}
+	if cfg.MaxSessionsPerUser <= 0 {
+		cfg.MaxSessionsPerUser = DefaultMaxSessionsPerUser
 	}
 	mailQueued := d.MailQueued
 	if mailQueued == nil {

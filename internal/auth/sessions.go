@@ -14,9 +14,11 @@ type SessionView struct {
 	Current bool // the session of the access token that asked
 }
 
-// Sessions lists the user's active sessions, newest first.
+// Sessions lists the user's active sessions, newest first: at most
+// MaxSessionsPerUser, which only a user who had more before the limit
+// was lowered can exceed until their next login.
 func (s *Service) Sessions(ctx context.Context, userID, currentSessionID string) ([]SessionView, error) {
-	ss, err := s.st.ActiveSessions(ctx, userID, s.clock())
+	ss, err := s.st.ActiveSessions(ctx, userID, s.clock(), s.cfg.MaxSessionsPerUser)
 	if err != nil {
 		return nil, apperr.Internal(err)
 	}

@@ -170,7 +170,7 @@ func TestBrowserDemo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ss, err := st.ActiveSessions(context.Background(), u.ID, time.Now()); err != nil || len(ss) != 1 {
+	if ss, err := st.ActiveSessions(context.Background(), u.ID, time.Now(), 100); err != nil || len(ss) != 1 {
 		t.Errorf("active sessions after the forged posts = %d (%v), want 1", len(ss), err)
 	}
 	if evs, _ := st.ListAudit(context.Background(), store.AuditFilter{UserID: u.ID, Type: "user.logged_out_all"}); len(evs) != 0 {

@@ -122,7 +122,8 @@ func (a *App) newAuth(hasher *password.Hasher, mailQueued, webhookQueued func())
 		Keys:            a.Keys,
 	}, auth.Config{
 		RefreshTokenTTL: cfg.RefreshTokenTTL, RefreshReuseLeeway: cfg.RefreshReuseLeeway, SessionMaxLifetime: cfg.SessionMaxLifetime,
-		ResetTokenTTL: cfg.ResetTokenTTL, VerifyTokenTTL: cfg.VerifyTokenTTL, RequireVerifiedEmail: cfg.RequireVerifiedEmail,
+		MaxSessionsPerUser: cfg.MaxSessionsPerUser,
+		ResetTokenTTL:      cfg.ResetTokenTTL, VerifyTokenTTL: cfg.VerifyTokenTTL, RequireVerifiedEmail: cfg.RequireVerifiedEmail,
 		KeyActivateIn: cfg.ActivateIn,
 	})
 }

@@ -207,8 +207,9 @@ type Queries interface {
 	// ActiveSessionByDevice returns the user's unrevoked, unexpired session for
 	// deviceID, or ErrNotFound.
 	ActiveSessionByDevice(ctx context.Context, userID, deviceID string, now time.Time) (Session, error)
-	// ActiveSessions lists the user's unrevoked, unexpired sessions, newest first.
-	ActiveSessions(ctx context.Context, userID string, now time.Time) ([]Session, error)
+	// ActiveSessions lists the user's unrevoked, unexpired sessions, newest
+	// first, at most limit of them.
+	ActiveSessions(ctx context.Context, userID string, now time.Time, limit int) ([]Session, error)
 
 	// RefreshTokenByHash returns the token or ErrNotFound.
 	RefreshTokenByHash(ctx context.Context, hash string) (RefreshToken, error)

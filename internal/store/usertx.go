@@ -58,6 +58,10 @@ type UserTx interface {
 	// RevokeSessions revokes every unrevoked session and refresh token of
 	// the user and returns the ids of the sessions it revoked.
 	RevokeSessions(ctx context.Context, reason string, now time.Time) ([]string, error)
+	// RevokeSessionsPast revokes the user's active sessions (unrevoked,
+	// unexpired at now) past the keep most recently used, with their
+	// refresh tokens, and returns their ids, least recently used first.
+	RevokeSessionsPast(ctx context.Context, keep int, reason string, now time.Time) ([]string, error)
 	// TouchSession records a use of the user's session id (ErrNotFound
 	// when the user has none such).
 	TouchSession(ctx context.Context, id string, now time.Time, ip, userAgent string) error

@@ -31,10 +31,10 @@ func (q *queries) ActiveSessionByDevice(ctx context.Context, userID, deviceID st
 	return s, err
 }
 
-func (q *queries) ActiveSessions(ctx context.Context, userID string, now time.Time) ([]store.Session, error) {
+func (q *queries) ActiveSessions(ctx context.Context, userID string, now time.Time, limit int) ([]store.Session, error) {
 	var out []store.Session
 	err := q.selectAll(ctx, &out, `SELECT `+sessionColumns+` FROM sessions
 		WHERE user_id = ? AND revoked_at IS NULL AND expires_at > ?
-		ORDER BY created_at DESC, id DESC`, userID, ts(now))
+		ORDER BY created_at DESC, id DESC LIMIT ?`, userID, ts(now), limit)
 	return out, err
 }

@@ -174,6 +174,35 @@ func (t *userTx) RevokeSessions(ctx context.Context, reason string, now time.Tim
 	return ids, err
 }
 
+// sessionsPastKeep selects, with the arguments user id, now, user id, now
+// and keep, the user's active sessions past the keep most recently used.
+const sessionsPastKeep = `FROM sessions WHERE user_id = ? AND revoked_at IS NULL AND expires_at > ?
+	AND id NOT IN (SELECT id FROM sessions WHERE user_id = ? AND revoked_at IS NULL AND expires_at > ?
+		ORDER BY last_used_at DESC, created_at DESC, id DESC LIMIT ?)`
+
+func (t *userTx) RevokeSessionsPast(ctx context.Context, keep int, reason string, now time.Time) ([]string, error) {
+	if err := t.check(t.user.ID); err != nil {
+		return nil, err
+	}
+	past := []any{t.user.ID, ts(now), t.user.ID, ts(now), max(keep, 0)}
+	var ids []string
+	if err := t.q.selectAll(ctx, &ids, `SELECT id `+sessionsPastKeep+`
+		ORDER BY last_used_at, created_at, id`, past...); err != nil || len(ids) == 0 {
+		return nil, err
+	}
+	// The refresh tokens first: once the sessions are revoked the
+	// selection no longer finds them.
+	if _, err := t.q.exec(ctx, `UPDATE refresh_tokens SET revoked_at = ?
+		WHERE revoked_at IS NULL AND session_id IN (SELECT id `+sessionsPastKeep+`)`, append([]any{ts(now)}, past...)...); err != nil {
+		return nil, err
+	}
+	if _, err := t.q.exec(ctx, `UPDATE sessions SET revoked_at = ?, revoke_reason = ?
+		WHERE id IN (SELECT id `+sessionsPastKeep+`)`, append([]any{ts(now), reason}, past...)...); err != nil {
+		return nil, err
+	}
+	return ids, nil
+}
+
 func (t *userTx) TouchSession(ctx context.Context, id string, now time.Time, ip, userAgent string) error {
 	if err := t.check(t.user.ID); err != nil {
 		return err

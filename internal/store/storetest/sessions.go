@@ -15,6 +15,7 @@ var sessionTests = []subtest{
 	{"RevokeSession", testRevokeSession},
 	{"RevokeSessionNotFound", testRevokeSessionNotFound},
 	{"RevokeUserSessions", testRevokeUserSessions},
+	{"RevokeSessionsPast", testRevokeSessionsPast},
 	{"TouchSession", testTouchSession},
 }
 
@@ -76,11 +77,14 @@ func testActiveSessions(t *testing.T, s store.Store) {
 	newSession(t, s, u.ID, created(-30*time.Minute), func(s *store.Session) { s.ExpiresAt = t0 })
 	newSession(t, s, other.ID, created(-10*time.Minute))
 
-	got, err := s.ActiveSessions(ctx, u.ID, t0)
+	got, err := s.ActiveSessions(ctx, u.ID, t0, 100)
 	wantErr(t, "ActiveSessions", err, nil)
 	checkSameList(t, "ActiveSessions(user)", got, []store.Session{newest, mid, oldest})
+	got, err = s.ActiveSessions(ctx, u.ID, t0, 2)
+	wantErr(t, "ActiveSessions(limit 2)", err, nil)
+	checkSameList(t, "ActiveSessions(user, limit 2)", got, []store.Session{newest, mid})
 
-	got, err = s.ActiveSessions(ctx, lonely.ID, t0)
+	got, err = s.ActiveSessions(ctx, lonely.ID, t0, 100)
 	wantErr(t, "ActiveSessions(no sessions)", err, nil)
 	if len(got) != 0 {
 		t.Errorf("ActiveSessions(no sessions) = %s, want []", show(got))
@@ -194,4 +198,70 @@ func testTouchSession(t *testing.T, s store.Store) {
 	want.LastUsedAt, want.IP, want.UserAgent = now, "198.51.100.7", "agent/2.0"
 	checkSame(t, "SessionByID after TouchSession", mustSession(t, s, sess.ID), want)
 	checkSame(t, "SessionByID(other session)", mustSession(t, s, neighbour.ID), neighbour)
+}
+
+// Sessions past the most recently used ones are revoked with their
+// tokens, least recently used first; revoked and expired sessions and
+// other users' count for nothing.
+func testRevokeSessionsPast(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	u, other := newUser(t, s), newUser(t, s)
+	used := func(created, last time.Duration) func(*store.Session) {
+		return func(s *store.Session) { s.CreatedAt, s.LastUsedAt = at(created), at(last) }
+	}
+	// Created in one order, used in another: the order of use decides.
+	busy := newSession(t, s, u.ID, used(-9*time.Hour, -time.Minute))
+	recent := newSession(t, s, u.ID, used(-time.Hour, -time.Hour))
+	idle := newSession(t, s, u.ID, used(-8*time.Hour, -7*time.Hour))
+	idlest := newSession(t, s, u.ID, used(-10*time.Hour, -10*time.Hour))
+	tokens := map[string]store.RefreshToken{}
+	for _, x := range []store.Session{busy, recent, idle, idlest} {
+		tokens[x.ID] = newToken(t, s, x)
+	}
+	revoked := newSession(t, s, u.ID, used(-20*time.Hour, -20*time.Hour))
+	if _, err := revokeSession(t, s, revoked.ID, "logout", at(-time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	newSession(t, s, u.ID, used(-30*time.Hour, -30*time.Hour), func(s *store.Session) { s.ExpiresAt = t0 })
+	otherSess := newSession(t, s, other.ID, used(-40*time.Hour, -40*time.Hour))
+
+	revokePast := func(keep int) []string {
+		t.Helper()
+		var ids []string
+		err := s.WithUser(ctx, u.ID, func(tx store.UserTx) (err error) {
+			ids, err = tx.RevokeSessionsPast(ctx, keep, "session_limit", t0)
+			return err
+		})
+		wantErr(t, "RevokeSessionsPast", err, nil)
+		return ids
+	}
+	if got := revokePast(4); len(got) != 0 {
+		t.Fatalf("RevokeSessionsPast(keep 4 of 4) = %v, want none", got)
+	}
+	if got, want := revokePast(2), []string{idlest.ID, idle.ID}; !slices.Equal(got, want) {
+		t.Fatalf("RevokeSessionsPast(keep 2) = %v, want %v (least recently used first)", got, want)
+	}
+	for _, x := range []store.Session{idle, idlest} {
+		got := mustSession(t, s, x.ID)
+		if got.RevokedAt == nil || !got.RevokedAt.Equal(t0) || got.RevokeReason != "session_limit" {
+			t.Errorf("session %s after RevokeSessionsPast: revoked %v, reason %q; want at now, session_limit", x.ID, got.RevokedAt, got.RevokeReason)
+		}
+		if tok, err := s.RefreshTokenByHash(ctx, tokens[x.ID].Hash); err != nil || tok.RevokedAt == nil {
+			t.Errorf("the refresh token of revoked session %s: %+v, %v; want revoked", x.ID, tok, err)
+		}
+	}
+	for _, x := range []store.Session{busy, recent, otherSess} {
+		if got := mustSession(t, s, x.ID); got.RevokedAt != nil {
+			t.Errorf("session %s was revoked, want it kept", x.ID)
+		}
+	}
+	if tok, err := s.RefreshTokenByHash(ctx, tokens[busy.ID].Hash); err != nil || tok.RevokedAt != nil {
+		t.Errorf("the refresh token of kept session %s: %+v, %v; want unrevoked", busy.ID, tok, err)
+	}
+	if got := mustSession(t, s, revoked.ID); got.RevokeReason != "logout" {
+		t.Errorf("an already revoked session got reason %q, want logout kept", got.RevokeReason)
+	}
+	if got, want := revokePast(0), []string{recent.ID, busy.ID}; !slices.Equal(got, want) {
+		t.Fatalf("RevokeSessionsPast(keep 0) = %v, want %v", got, want)
+	}
 }
