@@ -32,6 +32,10 @@ type Config struct {
 	BrowserOrigins []string
 	// Demo serves the browser demo page under /demo/ (development only).
 	Demo bool
+	// ResponseWriteTimeout bounds the writing of one answer's body
+	// (default 15 s): a client that reads slowly or not at all holds the
+	// body in memory no longer than that.
+	ResponseWriteTimeout time.Duration
 }
 
 // JWKSPublisher publishes the signing keys as a JWK set.
@@ -69,8 +73,11 @@ type API struct {
 	limiter Limiter
 	cookies verify.CookieAuth
 	feed    *auth.RevocationFeed
-	log     *slog.Logger
-	cfg     Config
+	// fullFeed builds the full revocation list once for the readers
+	// that ask at the same time.
+	fullFeed *batcher[feedAnswer]
+	log      *slog.Logger
+	cfg      Config
 }
 
 // New returns the API.
@@ -81,7 +88,12 @@ func New(d Deps, cfg Config) *API {
 	if cfg.JWKSMaxAge <= 0 {
 		cfg.JWKSMaxAge = 5 * time.Minute
 	}
-	return &API{auth: d.Auth, keys: d.Keys, verify: d.Verifier, db: d.DB, idem: d.Idempotency, ip: d.ClientIP, limiter: d.Limiter, cookies: cookieAuth(cfg.BrowserOrigins), feed: d.Revocations, log: d.Logger, cfg: cfg}
+	if cfg.ResponseWriteTimeout <= 0 {
+		cfg.ResponseWriteTimeout = 15 * time.Second
+	}
+	a := &API{auth: d.Auth, keys: d.Keys, verify: d.Verifier, db: d.DB, idem: d.Idempotency, ip: d.ClientIP, limiter: d.Limiter, cookies: cookieAuth(cfg.BrowserOrigins), feed: d.Revocations, log: d.Logger, cfg: cfg}
+	a.fullFeed = newBatcher(func(ctx context.Context) (feedAnswer, error) { return a.readFeed(ctx, "") })
+	return a
 }
 
 // route is one endpoint: a ServeMux pattern, whether it needs an access

@@ -173,10 +173,10 @@ func (a *API) health(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	if err := pingWithin(ctx, a.db); err != nil {
 		a.log.WarnContext(r.Context(), "health: database does not answer", "err", err)
-		writeRaw(w, http.StatusServiceUnavailable, []byte(`{"status":"unavailable"}`+"\n"))
+		a.writeRaw(w, http.StatusServiceUnavailable, []byte(`{"status":"unavailable"}`+"\n"))
 		return
 	}
-	writeRaw(w, http.StatusOK, []byte(`{"status":"ok"}`+"\n"))
+	a.writeRaw(w, http.StatusOK, []byte(`{"status":"ok"}`+"\n"))
 }
 
 // pingWithin is db.Ping bounded by ctx even where the driver is not: lib/pq

@@ -18,10 +18,15 @@ func (a *API) writeJSON(w http.ResponseWriter, r *http.Request, status int, v an
 		a.writeError(w, r, err)
 		return
 	}
-	writeRaw(w, status, buf.Bytes())
+	a.writeRaw(w, status, buf.Bytes())
 }
 
-func writeRaw(w http.ResponseWriter, status int, body []byte) {
+// writeRaw sends body, a JSON document, within the response write timeout.
+func (a *API) writeRaw(w http.ResponseWriter, status int, body []byte) {
+	if d := a.cfg.ResponseWriteTimeout; d > 0 {
+		// A writer without deadlines (a test's recorder) has nothing to hold.
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(d))
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)

@@ -1,8 +1,10 @@
 package issuerapi
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/json"
 	"net/http"
 	"strings"
 
@@ -36,19 +38,45 @@ func (a *API) revocations(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, errMalformed("The after parameter must be one cursor from an earlier answer."))
 		return
 	}
-	list, err := a.feed.List(r.Context(), after)
+	var answer feedAnswer
+	var err error
+	if after == "" {
+		// The full list is the same for everyone and can be large: the
+		// readers that ask while one is being built share the next one,
+		// one body in memory for all of them.
+		answer, err = a.fullFeed.do(r.Context())
+	} else {
+		answer, err = a.readFeed(r.Context(), after)
+	}
 	if err != nil {
 		a.writeError(w, r, err)
 		return
 	}
-	etag := feedETag(list.Cursor)
 	w.Header().Set("Cache-Control", "no-cache")
-	w.Header().Set("ETag", etag)
-	if etagMatch(r.Header.Get("If-None-Match"), etag) {
+	w.Header().Set("ETag", answer.etag)
+	if etagMatch(r.Header.Get("If-None-Match"), answer.etag) {
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
-	a.writeJSON(w, r, http.StatusOK, revocationsView(list))
+	a.writeRaw(w, http.StatusOK, answer.body)
+}
+
+// feedAnswer is one encoded answer of the feed and its entity tag.
+type feedAnswer struct {
+	body []byte
+	etag string
+}
+
+func (a *API) readFeed(ctx context.Context, after string) (feedAnswer, error) {
+	list, err := a.feed.List(ctx, after)
+	if err != nil {
+		return feedAnswer{}, err
+	}
+	body, err := json.Marshal(revocationsView(list))
+	if err != nil {
+		return feedAnswer{}, err
+	}
+	return feedAnswer{body: append(body, '\n'), etag: feedETag(list.Cursor)}, nil
 }
 
 func revocationsView(l auth.RevocationList) revocationsJSON {

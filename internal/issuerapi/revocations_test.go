@@ -51,7 +51,7 @@ func TestRevocationsHandler(t *testing.T) {
 			st := testdb.Store(t, db.url(t))
 			clk := clocktest.New(time.Date(2026, 1, 2, 3, 4, 5, 600_000_000, time.UTC))
 			log := slog.New(slog.NewTextHandler(io.Discard, nil))
-			a := &API{feed: auth.NewRevocationFeed(st, 15*time.Minute, 30*time.Second, clk.Now, log), log: log}
+			a := New(Deps{Revocations: auth.NewRevocationFeed(st, 15*time.Minute, 30*time.Second, clk.Now, log), Logger: log}, Config{})
 			get := func(query string, headers ...string) *httptest.ResponseRecorder {
 				t.Helper()
 				r := httptest.NewRequest("GET", "/v1/revocations"+query, nil)
