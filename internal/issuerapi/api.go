@@ -76,6 +76,7 @@ type API struct {
 	// fullFeed builds the full revocation list once for the readers
 	// that ask at the same time.
 	fullFeed *batcher[feedAnswer]
+	bodies   heldBodies
 	log      *slog.Logger
 	cfg      Config
 }

@@ -21,23 +21,30 @@ func errMalformed(msg string) *apperr.Error {
 }
 
 // readBody reads a JSON request body, enforcing the media type and the size
-// limit. The raw bytes are returned for the idempotency fingerprint.
-func (a *API) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+// limit. The raw bytes are returned for the idempotency fingerprint;
+// release gives up their buffer.
+func (a *API) readBody(w http.ResponseWriter, r *http.Request) (body []byte, release func(), err error) {
 	if !isJSON(r.Header.Get("Content-Type")) {
-		return nil, apperr.New(apperr.KindUnsupportedMedia, "unsupported_media_type", "The request body must be application/json.")
+		return nil, nil, apperr.New(apperr.KindUnsupportedMedia, "unsupported_media_type", "The request body must be application/json.")
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.cfg.MaxBodyBytes))
+	if body, ok := peeked(r); ok {
+		return body, func() {}, nil // counted by the peek, released by its caller
+	}
+	body, release, err = a.bodies.read(http.MaxBytesReader(w, r.Body, a.cfg.MaxBodyBytes), r.ContentLength, a.cfg.MaxBodyBytes)
 	var tooBig *http.MaxBytesError
-	if errors.As(err, &tooBig) {
-		return nil, apperr.New(apperr.KindTooLarge, "payload_too_large", "The request body is too large.")
-	}
-	if errors.Is(err, httpserver.ErrBodyTimeout) {
-		return nil, apperr.New(apperr.KindTimeout, "request_timeout", "The request body did not arrive in time.")
+	switch {
+	case errors.As(err, &tooBig):
+		err = apperr.New(apperr.KindTooLarge, "payload_too_large", "The request body is too large.")
+	case errors.Is(err, httpserver.ErrBodyTimeout):
+		err = apperr.New(apperr.KindTimeout, "request_timeout", "The request body did not arrive in time.")
+	case err != nil:
+		err = errMalformed("The request body could not be read.")
 	}
 	if err != nil {
-		return nil, errMalformed("The request body could not be read.")
+		release()
+		return nil, nil, err
 	}
-	return body, nil
+	return body, release, nil
 }
 
 // isJSON accepts application/json with at most a UTF-8 charset parameter.
@@ -148,9 +155,10 @@ func checkURL(r *http.Request) error {
 
 // decode is readBody followed by decodeJSON.
 func (a *API) decode(w http.ResponseWriter, r *http.Request, dst any) error {
-	body, err := a.readBody(w, r)
+	body, release, err := a.readBody(w, r)
 	if err != nil {
 		return err
 	}
+	defer release()
 	return decodeJSON(body, dst)
 }

@@ -91,9 +91,18 @@ func TestReadBodyLimit(t *testing.T) {
 	} {
 		r := httptest.NewRequest("POST", "/", strings.NewReader(tt.body))
 		r.Header.Set("Content-Type", "application/json")
-		_, err := a.readBody(httptest.NewRecorder(), r)
+		body, release, err := a.readBody(httptest.NewRecorder(), r)
 		if tt.ok != (err == nil) || (err != nil && apperr.As(err).Kind != tt.kind) {
 			t.Errorf("readBody(%d bytes, limit 16) = %v", len(tt.body), err)
+		}
+		if err == nil {
+			if string(body) != tt.body {
+				t.Errorf("readBody(%q) = %q", tt.body, body)
+			}
+			release()
+		}
+		if n := a.HeldBodyBytes(); n != 0 {
+			t.Errorf("after readBody(%d bytes, limit 16) and its release %d bytes are held, want 0", len(tt.body), n)
 		}
 	}
 }

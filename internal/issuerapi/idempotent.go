@@ -18,11 +18,12 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 // would get the same answer); our own failures release the key so a retry
 // can succeed.
 func (a *API) idempotent(w http.ResponseWriter, r *http.Request, scope string, run func(body []byte) (int, any, error)) {
-	body, err := a.readBody(w, r)
+	body, release, err := a.readBody(w, r)
 	if err != nil {
 		a.writeError(w, r, err)
 		return
 	}
+	defer release()
 	key := r.Header.Get("Idempotency-Key")
 	if key == "" {
 		status, v, err := run(body)

@@ -105,7 +105,10 @@ func (a *API) limit(rules []rateRule, next http.Handler) http.Handler {
 				subj = identity(r).Subject
 			case perEmail, perEmailClient:
 				if !readBody {
-					email, readBody = a.peekEmail(r), true
+					var release func()
+					email, release = a.peekEmail(r)
+					defer release()
+					readBody = true
 				}
 				if email == "" {
 					continue
@@ -245,25 +248,27 @@ func setRateLimitHeaders(h http.Header, d ratelimit.Decision) {
 }
 
 // peekEmail reads the normalized email of a JSON body and puts the body back
-// untouched for the handler, which then reads, limits and judges it as
-// usual. It reads at most one byte past the body limit.
-func (a *API) peekEmail(r *http.Request) string {
+// untouched for the handler, which then judges it as usual (a body read
+// whole is handed over as it is). It reads at most one byte past the body
+// limit. release gives up the buffer once the request is done.
+func (a *API) peekEmail(r *http.Request) (email string, release func()) {
 	if !isJSON(r.Header.Get("Content-Type")) {
-		return ""
+		return "", func() {}
 	}
-	buf, err := io.ReadAll(io.LimitReader(r.Body, a.cfg.MaxBodyBytes+1))
-	r.Body = struct {
-		io.Reader
-		io.Closer
-	}{io.MultiReader(bytes.NewReader(buf), r.Body), r.Body}
+	buf, release, err := a.bodies.read(r.Body, r.ContentLength, a.cfg.MaxBodyBytes)
 	if err != nil || int64(len(buf)) > a.cfg.MaxBodyBytes {
-		return ""
+		r.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(buf), r.Body), r.Body}
+		return "", release
 	}
+	r.Body = &peekedBody{ReadCloser: r.Body, body: buf}
 	var req struct {
 		Email string `json:"email"`
 	}
 	if json.Unmarshal(buf, &req) != nil || req.Email == "" {
-		return ""
+		return "", release
 	}
-	return auth.NormalizeEmail(req.Email)
+	return auth.NormalizeEmail(req.Email), release
 }

@@ -38,11 +38,21 @@ const measuredClients = 500
 // limit, 870 collections in 28 s.
 const perConn = 48 << 10
 
+// clientLoad is what the issuer's clients make it hold now.
+type clientLoad struct {
+	Conns     int64 // connections open
+	BodyBytes int64 // request bodies held in memory (issuerapi.API.HeldBodyBytes)
+}
+
 // memoryLimit returns the soft memory limit of an issuer running at most
 // slots argon2 computations of perHash bytes each, with at most queue
-// requests waiting for a slot, holding conns connections:
+// requests waiting for a slot, under load:
 //
-//	slots × perHash + memoryBase + perConn × (conns - measuredClients, if more)
+//	slots × perHash + memoryBase + perConn × (conns - measuredClients, if more) + body bytes
+//
+// Request bodies count in full: 500 clients sending 64 KiB bodies slowly
+// hold 32 MiB, which the base, measured with login bodies of 100 bytes,
+// has no room for.
 //
 // Each slot keeps its argon2 memory from one computation to the next
 // (password.Hasher), so hashing holds slots × perHash however many
@@ -59,32 +69,33 @@ const perConn = 48 << 10
 // derived from the pool bounds it; under a limit it would only reach, the
 // collector ran without pause (500 clients queued: 46.9 logins/s under 72
 // MiB against 67.6 with no limit). Source says why, for the log.
-func memoryLimit(slots int, perHash int64, queue int, conns int64) memlimit.Choice {
+func memoryLimit(slots int, perHash int64, queue int, load clientLoad) memlimit.Choice {
 	switch {
 	case queue == 0:
 		return memlimit.Choice{Limit: memlimit.None, Source: "none derived: --hash-queue 0 waits without bound; set GOMEMLIMIT"}
 	case queue > measuredClients:
 		return memlimit.Choice{Limit: memlimit.None, Source: fmt.Sprintf("none derived: --hash-queue %d lets more requests wait than the %d it was measured with; set GOMEMLIMIT", queue, measuredClients)}
 	}
-	limit := int64(slots)*perHash + memoryBase + perConn*max(0, conns-measuredClients)
-	return memlimit.Choice{Limit: limit, Source: fmt.Sprintf("derived: --hash-concurrency × argon2 memory + %d MiB, + %d KiB a connection past %d", memoryBase>>20, perConn>>10, measuredClients)}
+	limit := int64(slots)*perHash + memoryBase + perConn*max(0, load.Conns-measuredClients) + max(0, load.BodyBytes)
+	return memlimit.Choice{Limit: limit, Source: fmt.Sprintf("derived: --hash-concurrency × argon2 memory + %d MiB, + %d KiB a connection past %d, + the request bodies held", memoryBase>>20, perConn>>10, measuredClients)}
 }
 
 // startMemoryControl sets the soft memory limit for h, with at most queue
-// requests waiting for it (0: without bound) and conns the connections
-// open; then every second until ctx ends it follows conns with the limit,
-// and returns h's burst memory to the system when hashing has gone quiet.
-func startMemoryControl(ctx context.Context, log *slog.Logger, h *password.Hasher, queue int, conns func() int64) {
-	tick := memoryControl(log, h, queue, conns, func() { releaseBurst(h) })
+// requests waiting for it (0: without bound) and load what the clients
+// make the issuer hold; then every second until ctx ends it follows load
+// with the limit, and returns h's burst memory to the system when hashing
+// has gone quiet.
+func startMemoryControl(ctx context.Context, log *slog.Logger, h *password.Hasher, queue int, load func() clientLoad) {
+	tick := memoryControl(log, h, queue, load, func() { releaseBurst(h) })
 	go every(ctx, time.Second, tick)
 }
 
 // memoryControl sets the soft memory limit for h as startMemoryControl
 // does, and returns what it does every second: set the limit again for
-// the connections open now, and release when hashing has gone quiet.
-func memoryControl(log *slog.Logger, h *password.Hasher, queue int, conns func() int64, release func()) (tick func()) {
+// the load now, and release when hashing has gone quiet.
+func memoryControl(log *slog.Logger, h *password.Hasher, queue int, load func() clientLoad, release func()) (tick func()) {
 	limits := memlimit.NewSetter(log, os.Getenv)
-	own := func() memlimit.Choice { return memoryLimit(h.Slots(), h.HashMemory(), queue, conns()) }
+	own := func() memlimit.Choice { return memoryLimit(h.Slots(), h.HashMemory(), queue, load()) }
 	memlimit.Log(log, limits.Set(own()))
 	returner := &memoryReturner{hashes: h, release: release}
 	return func() {

@@ -23,31 +23,34 @@ func TestMemoryLimit(t *testing.T) {
 		perHash   int64
 		queue     int
 		conns     int64
+		bodies    int64
 		wantLimit int64
 		wantWhy   string
 	}{
-		{"two slots of 19 MiB", 2, 19 * mib, 64, 0, 2*19*mib + 34*mib, "derived"},
-		{"eight slots", 8, 19 * mib, 64, 0, 8*19*mib + 34*mib, "derived"},
-		{"a queue of one", 2, 19 * mib, 1, 0, 2*19*mib + 34*mib, "derived"},
-		{"a queue without bound", 2, 19 * mib, 0, 0, memlimit.None, "--hash-queue 0"},
-		{"the longest queue the base was measured with", 2, 19 * mib, 500, 0, 2*19*mib + 34*mib, "derived"},
-		{"a queue longer than that", 2, 19 * mib, 501, 0, memlimit.None, "--hash-queue 501"},
-		{"as many connections as the base was measured with", 2, 19 * mib, 64, 500, 2*19*mib + 34*mib, "derived"},
-		{"2,000 connections", 2, 19 * mib, 64, 2000, 2*19*mib + 34*mib + 1500*48<<10, "derived"},
-		{"2,000 connections, a queue without bound", 2, 19 * mib, 0, 2000, memlimit.None, "--hash-queue 0"},
+		{"two slots of 19 MiB", 2, 19 * mib, 64, 0, 0, 2*19*mib + 34*mib, "derived"},
+		{"eight slots", 8, 19 * mib, 64, 0, 0, 8*19*mib + 34*mib, "derived"},
+		{"a queue of one", 2, 19 * mib, 1, 0, 0, 2*19*mib + 34*mib, "derived"},
+		{"a queue without bound", 2, 19 * mib, 0, 0, 0, memlimit.None, "--hash-queue 0"},
+		{"the longest queue the base was measured with", 2, 19 * mib, 500, 0, 0, 2*19*mib + 34*mib, "derived"},
+		{"a queue longer than that", 2, 19 * mib, 501, 0, 0, memlimit.None, "--hash-queue 501"},
+		{"as many connections as the base was measured with", 2, 19 * mib, 64, 500, 0, 2*19*mib + 34*mib, "derived"},
+		{"2,000 connections", 2, 19 * mib, 64, 2000, 0, 2*19*mib + 34*mib + 1500*48<<10, "derived"},
+		{"2,000 connections, a queue without bound", 2, 19 * mib, 0, 2000, 0, memlimit.None, "--hash-queue 0"},
+		{"500 clients holding 64 KiB bodies", 2, 19 * mib, 64, 500, 500 * 64 << 10, 2*19*mib + 34*mib + 500*64<<10, "request bodies"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := memoryLimit(tt.slots, tt.perHash, tt.queue, tt.conns)
+			c := memoryLimit(tt.slots, tt.perHash, tt.queue, clientLoad{Conns: tt.conns, BodyBytes: tt.bodies})
 			if c.Limit != tt.wantLimit || !strings.Contains(c.Source, tt.wantWhy) {
-				t.Errorf("memoryLimit(%d, %d, queue %d, %d connections) = %d (%s), want %d (%s)",
-					tt.slots, tt.perHash, tt.queue, tt.conns, c.Limit, c.Source, tt.wantLimit, tt.wantWhy)
+				t.Errorf("memoryLimit(%d, %d, queue %d, %d connections, %d body bytes) = %d (%s), want %d (%s)",
+					tt.slots, tt.perHash, tt.queue, tt.conns, tt.bodies, c.Limit, c.Source, tt.wantLimit, tt.wantWhy)
 			}
 		})
 	}
 }
 
-// The limit follows the connections the issuer holds, tick by tick.
+// The limit follows the connections and request bodies the issuer holds,
+// tick by tick.
 func TestMemoryControlFollowsConnections(t *testing.T) {
 	if _, ok, err := memlimit.Container(); err != nil || ok {
 		t.Skipf("SKIPPED: this test process runs under a container memory limit (%v), which would lower the limit under test", err)
@@ -56,17 +59,19 @@ func TestMemoryControlFollowsConnections(t *testing.T) {
 	before := debug.SetMemoryLimit(-1)
 	t.Cleanup(func() { debug.SetMemoryLimit(before) })
 	h := password.NewHasher(password.DefaultParams, 2, rand.Reader)
-	var conns atomic.Int64
-	tick := memoryControl(slog.New(slog.DiscardHandler), h, 64, conns.Load, func() {})
+	var conns, bodies atomic.Int64
+	load := func() clientLoad { return clientLoad{Conns: conns.Load(), BodyBytes: bodies.Load()} }
+	tick := memoryControl(slog.New(slog.DiscardHandler), h, 64, load, func() {})
 	base := 2*h.HashMemory() + memoryBase
 	if got := debug.SetMemoryLimit(-1); got != base {
 		t.Fatalf("limit at start = %d, want %d", got, base)
 	}
-	for _, n := range []int64{2000, 700, 0} {
-		conns.Store(n)
+	for _, l := range []clientLoad{{2000, 0}, {700, 0}, {0, 0}, {300, 300 * 60000}, {300, 0}} {
+		conns.Store(l.Conns)
+		bodies.Store(l.BodyBytes)
 		tick()
-		if got, want := debug.SetMemoryLimit(-1), base+perConn*max(0, n-measuredClients); got != want {
-			t.Fatalf("with %d connections the limit is %d after a tick, want %d", n, got, want)
+		if got, want := debug.SetMemoryLimit(-1), base+perConn*max(0, l.Conns-measuredClients)+l.BodyBytes; got != want {
+			t.Fatalf("with %d connections and %d body bytes the limit is %d after a tick, want %d", l.Conns, l.BodyBytes, got, want)
 		}
 	}
 }

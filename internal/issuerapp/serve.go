@@ -108,11 +108,12 @@ func (a *App) Serve(ctx context.Context, extra ...prometheus.Collector) error {
 	if err != nil {
 		return err
 	}
-	startMemoryControl(ctx, a.Log, hasher, cfg.Passwords.HashQueue, func() (n int64) {
+	startMemoryControl(ctx, a.Log, hasher, cfg.Passwords.HashQueue, func() clientLoad {
+		load := clientLoad{BodyBytes: api.HeldBodyBytes()}
 		for _, s := range servers {
-			n += s.Conns()
+			load.Conns += s.Conns()
 		}
-		return n
+		return load
 	})
 	return a.run(ctx, servers, svc, mailer, hooks)
 }
