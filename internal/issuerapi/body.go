@@ -13,14 +13,18 @@ import (
 // without pause (logins at 0.65x).
 type heldBodies struct{ n atomic.Int64 }
 
+// firstBuffer bounds the buffer a body starts with: a Content-Length no
+// larger (a login's is about 100 bytes) sizes it exactly; a larger one
+// must send its bytes to make the buffer grow, so headers alone cannot
+// make the issuer hold a whole body's worth.
+const firstBuffer = 4 << 10
+
 // read reads r to its end, or to one byte past limit, into a buffer counted
-// until release is called. size, the Content-Length or -1, sizes the buffer
-// once, so a body arriving slowly is counted in full from its first byte
-// and leaves no trail of outgrown buffers.
+// until release is called. size is the Content-Length, or -1.
 func (h *heldBodies) read(r io.Reader, size, limit int64) (buf []byte, release func(), err error) {
 	n := int64(512)
 	if size >= 0 {
-		n = min(size, limit) + 1 // the byte past the end, to see io.EOF without growing
+		n = min(size, limit, firstBuffer) + 1 // the byte past the end, to see io.EOF without growing
 	}
 	buf = make([]byte, 0, n)
 	held := int64(cap(buf))

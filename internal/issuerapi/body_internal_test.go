@@ -45,10 +45,9 @@ func TestHeldBodiesCountsWhatIsHeld(t *testing.T) {
 	}
 }
 
-// A body that arrives slowly is counted in full from its first byte when
-// its size is announced: what the client makes the server hold is known
-// while it holds it.
-func TestHeldBodiesCountsASlowBodyFromItsStart(t *testing.T) {
+// A body that arrives slowly is counted as it arrives, and a large
+// Content-Length alone does not make the server hold a body's worth.
+func TestHeldBodiesCountsASlowBodyAsItArrives(t *testing.T) {
 	var h heldBodies
 	pr, pw := io.Pipe()
 	done := make(chan struct{})
@@ -60,8 +59,14 @@ func TestHeldBodiesCountsASlowBodyFromItsStart(t *testing.T) {
 	if _, err := pw.Write([]byte("{")); err != nil { // returns once read
 		t.Fatal(err)
 	}
-	if n := h.n.Load(); n != 60001 {
-		t.Fatalf("after the first byte of an announced 60000 the count is %d, want 60001", n)
+	if n := h.n.Load(); n != firstBuffer+1 {
+		t.Fatalf("after the first byte of an announced 60000 the count is %d, want %d", n, firstBuffer+1)
+	}
+	if _, err := pw.Write(bytes.Repeat([]byte("x"), 20000)); err != nil {
+		t.Fatal(err)
+	}
+	if n := h.n.Load(); n < 20001 {
+		t.Fatalf("after 20001 bytes the count is %d, want at least that", n)
 	}
 	pw.Close()
 	<-done
