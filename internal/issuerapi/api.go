@@ -32,8 +32,8 @@ type Config struct {
 	BrowserOrigins []string
 	// Demo serves the browser demo page under /demo/ (development only).
 	Demo bool
-	// ResponseWriteTimeout bounds the writing of one answer's body
-	// (default 15 s): a client that reads slowly or not at all holds the
+	// ResponseWriteTimeout bounds the writing of each 256 KiB of an
+	// answer's body (default 15 s): a client that stops reading holds the
 	// body in memory no longer than that.
 	ResponseWriteTimeout time.Duration
 }

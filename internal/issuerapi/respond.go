@@ -21,16 +21,30 @@ func (a *API) writeJSON(w http.ResponseWriter, r *http.Request, status int, v an
 	a.writeRaw(w, status, buf.Bytes())
 }
 
-// writeRaw sends body, a JSON document, within the response write timeout.
+// writeChunk is how much of a body goes out under one write deadline: a
+// client must take each 256 KiB within ResponseWriteTimeout (17 KiB/s at
+// 15 s) to be sent the next, so one that stops reading is cut off and its
+// body released, while one that reads slowly gets all of it.
+const writeChunk = 256 << 10
+
+// writeRaw sends body, a JSON document, a chunk at a time under the
+// response write timeout.
 func (a *API) writeRaw(w http.ResponseWriter, status int, body []byte) {
-	if d := a.cfg.ResponseWriteTimeout; d > 0 {
-		// A writer without deadlines (a test's recorder) has nothing to hold.
-		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(d))
-	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
-	_, _ = w.Write(body)
+	ctl := http.NewResponseController(w)
+	for len(body) > 0 {
+		if d := a.cfg.ResponseWriteTimeout; d > 0 {
+			// A writer without deadlines (a test's recorder) has nothing to hold.
+			_ = ctl.SetWriteDeadline(time.Now().Add(d))
+		}
+		n := min(len(body), writeChunk)
+		if _, err := w.Write(body[:n]); err != nil {
+			return
+		}
+		body = body[n:]
+	}
 }
 
 // noStore marks a response that carries a token (RFC 6749 section 5.1).
