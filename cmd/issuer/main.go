@@ -3,9 +3,6 @@
 package main
 
 import (
-	"fmt"
-	"os"
-
 	"github.com/palisade-auth/palisade/internal/signals"
 )
 
@@ -16,8 +13,6 @@ func main() {
 	sig := signals.Notify()
 	defer sig.Stop()
 	if err := newRootCmd(sig).ExecuteContext(sig.Context()); err != nil {
-		fmt.Fprintln(os.Stderr, "issuer:", err)
-		sig.Stop()
-		os.Exit(1)
+		sig.Fail("issuer", err)
 	}
 }

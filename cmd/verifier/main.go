@@ -4,9 +4,6 @@
 package main
 
 import (
-	"fmt"
-	"os"
-
 	"github.com/palisade-auth/palisade/internal/signals"
 )
 
@@ -17,8 +14,6 @@ func main() {
 	sig := signals.Notify()
 	defer sig.Stop()
 	if err := newRootCmd(sig).ExecuteContext(sig.Context()); err != nil {
-		fmt.Fprintln(os.Stderr, "verifier:", err)
-		sig.Stop()
-		os.Exit(1)
+		sig.Fail("verifier", err)
 	}
 }

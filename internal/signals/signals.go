@@ -7,6 +7,7 @@ package signals
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/signal"
 	"sync"
@@ -60,6 +61,24 @@ func (p *Process) Stop() {
 		close(p.quit)
 		p.cancel()
 	})
+}
+
+// Fail ends the process with status 1 after writing "name: err" to
+// stderr, waiting for that write at most KillFlushTimeout: a stderr
+// nobody reads (a stalled log reader that took stdout with it) must not
+// keep a process whose work is over alive.
+func (p *Process) Fail(name string, err error) {
+	p.Stop()
+	written := make(chan struct{})
+	go func() {
+		fmt.Fprintln(os.Stderr, name+":", err)
+		close(written)
+	}()
+	select {
+	case <-written:
+	case <-time.After(KillFlushTimeout):
+	}
+	os.Exit(1)
 }
 
 func (p *Process) run() {

@@ -2,11 +2,13 @@ package signals
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // The test runs itself again as the child that gets the signals, since
@@ -17,6 +19,9 @@ func TestSecondSignalFlushesThenKills(t *testing.T) {
 	if os.Getenv(childEnv) == "1" {
 		child()
 		return
+	}
+	if os.Getenv(childEnv) != "" {
+		t.Skip("a child of another test")
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestSecondSignalFlushesThenKills$")
 	cmd.Env = append(os.Environ(), childEnv+"=1")
@@ -58,5 +63,50 @@ func TestStopEndsTheContext(t *testing.T) {
 	case <-p.Context().Done():
 	default:
 		t.Fatal("the context is not done after Stop")
+	}
+}
+
+// Fail ends the process with status 1 even when stderr takes nothing (a
+// full pipe nobody reads): it waits for its message a bounded time.
+func TestFailEndsTheProcessWithStderrStuck(t *testing.T) {
+	if os.Getenv(childEnv) == "fail" {
+		Notify().Fail("child", errors.New("done"))
+	}
+	if os.Getenv(childEnv) != "" {
+		t.Skip("a child of another test")
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	// Fill the pipe: a write to a pipe with room never waits, so the
+	// first to time out found it full (whole pages, then single bytes).
+	for _, chunk := range [][]byte{make([]byte, 4096), {0}} {
+		for {
+			w.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+			if _, err := w.Write(chunk); err != nil {
+				break
+			}
+		}
+	}
+	w.SetWriteDeadline(time.Time{})
+	cmd := exec.Command(os.Args[0], "-test.run=^TestFailEndsTheProcessWithStderrStuck$")
+	cmd.Env = append(os.Environ(), childEnv+"=fail")
+	cmd.Stderr = w
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case <-exited:
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("the child did not end within 30s of Fail with its stderr stuck (Fail waits 1s for it)")
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 1 {
+		t.Fatalf("the child exited %d, want 1", code)
 	}
 }
