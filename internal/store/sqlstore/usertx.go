@@ -2,9 +2,12 @@ package sqlstore
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/jmoiron/sqlx"
 
 	"github.com/palisade-auth/palisade/internal/store"
 )
@@ -174,31 +177,49 @@ func (t *userTx) RevokeSessions(ctx context.Context, reason string, now time.Tim
 	return ids, err
 }
 
-// sessionsPastKeep selects, with the arguments user id, now, user id, now
-// and keep, the user's active sessions past the keep most recently used.
-const sessionsPastKeep = `FROM sessions WHERE user_id = ? AND revoked_at IS NULL AND expires_at > ?
-	AND id NOT IN (SELECT id FROM sessions WHERE user_id = ? AND revoked_at IS NULL AND expires_at > ?
-		ORDER BY last_used_at DESC, created_at DESC, id DESC LIMIT ?)`
+// revokeChunk bounds the ids one statement names.
+const revokeChunk = 500
 
+// RevokeSessionsPast counts first: a user under the limit, nearly every
+// one, costs one count over the active-sessions index; one at it, the
+// least recently used session found by a top-n sort, and statements
+// naming it. (One statement selecting "all but the keep newest" sorted
+// every active session on every login, and a flood of one account's
+// logins paid for it.)
 func (t *userTx) RevokeSessionsPast(ctx context.Context, keep int, reason string, now time.Time) ([]string, error) {
 	if err := t.check(t.user.ID); err != nil {
 		return nil, err
 	}
-	past := []any{t.user.ID, ts(now), t.user.ID, ts(now), max(keep, 0)}
+	var active int
+	if err := t.q.get(ctx, &active, `SELECT COUNT(*) FROM sessions
+		WHERE user_id = ? AND revoked_at IS NULL AND expires_at > ?`, t.user.ID, ts(now)); err != nil {
+		return nil, err
+	}
+	past := active - max(keep, 0)
+	if past <= 0 {
+		return nil, nil
+	}
 	var ids []string
-	if err := t.q.selectAll(ctx, &ids, `SELECT id `+sessionsPastKeep+`
-		ORDER BY last_used_at, created_at, id`, past...); err != nil || len(ids) == 0 {
+	if err := t.q.selectAll(ctx, &ids, `SELECT id FROM sessions
+		WHERE user_id = ? AND revoked_at IS NULL AND expires_at > ?
+		ORDER BY last_used_at, created_at, id LIMIT ?`, t.user.ID, ts(now), past); err != nil {
 		return nil, err
 	}
-	// The refresh tokens first: once the sessions are revoked the
-	// selection no longer finds them.
-	if _, err := t.q.exec(ctx, `UPDATE refresh_tokens SET revoked_at = ?
-		WHERE revoked_at IS NULL AND session_id IN (SELECT id `+sessionsPastKeep+`)`, append([]any{ts(now)}, past...)...); err != nil {
-		return nil, err
-	}
-	if _, err := t.q.exec(ctx, `UPDATE sessions SET revoked_at = ?, revoke_reason = ?
-		WHERE id IN (SELECT id `+sessionsPastKeep+`)`, append([]any{ts(now), reason}, past...)...); err != nil {
-		return nil, err
+	for chunk := range slices.Chunk(ids, revokeChunk) {
+		q, args, err := sqlx.In(`UPDATE refresh_tokens SET revoked_at = ? WHERE revoked_at IS NULL AND session_id IN (?)`, ts(now), chunk)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := t.q.exec(ctx, q, args...); err != nil {
+			return nil, err
+		}
+		q, args, err = sqlx.In(`UPDATE sessions SET revoked_at = ?, revoke_reason = ? WHERE revoked_at IS NULL AND id IN (?)`, ts(now), reason, chunk)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := t.q.exec(ctx, q, args...); err != nil {
+			return nil, err
+		}
 	}
 	return ids, nil
 }

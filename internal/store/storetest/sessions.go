@@ -16,6 +16,7 @@ var sessionTests = []subtest{
 	{"RevokeSessionNotFound", testRevokeSessionNotFound},
 	{"RevokeUserSessions", testRevokeUserSessions},
 	{"RevokeSessionsPast", testRevokeSessionsPast},
+	{"RevokeSessionsPastMany", testRevokeSessionsPastMany},
 	{"TouchSession", testTouchSession},
 }
 
@@ -263,5 +264,42 @@ func testRevokeSessionsPast(t *testing.T, s store.Store) {
 	}
 	if got, want := revokePast(0), []string{recent.ID, busy.ID}; !slices.Equal(got, want) {
 		t.Fatalf("RevokeSessionsPast(keep 0) = %v, want %v", got, want)
+	}
+}
+
+// A user far past the limit (one that held sessions before it was
+// lowered) loses them all in one call, however many statements the
+// backend needs for them.
+func testRevokeSessionsPastMany(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	u := newUser(t, s)
+	const n, keep = 1203, 3
+	var newest []string
+	for i := range n {
+		last := at(time.Duration(i-n) * time.Second)
+		sess := newSession(t, s, u.ID, func(s *store.Session) { s.LastUsedAt = last })
+		if i >= n-keep {
+			newest = append(newest, sess.ID)
+		}
+	}
+	var ids []string
+	err := s.WithUser(ctx, u.ID, func(tx store.UserTx) (err error) {
+		ids, err = tx.RevokeSessionsPast(ctx, keep, "session_limit", t0)
+		return err
+	})
+	wantErr(t, "RevokeSessionsPast", err, nil)
+	if len(ids) != n-keep {
+		t.Fatalf("RevokeSessionsPast(keep %d of %d) revoked %d, want %d", keep, n, len(ids), n-keep)
+	}
+	left, err := s.ActiveSessions(ctx, u.ID, t0, n)
+	wantErr(t, "ActiveSessions", err, nil)
+	var got []string
+	for _, x := range left {
+		got = append(got, x.ID)
+	}
+	slices.Sort(got)
+	slices.Sort(newest)
+	if !slices.Equal(got, newest) {
+		t.Fatalf("active after RevokeSessionsPast = %v, want the %d most recently used %v", got, keep, newest)
 	}
 }
