@@ -132,29 +132,8 @@ func (s *Service) openSession(ctx context.Context, u store.User, in LoginInput, 
 				return err
 			}
 		}
-		// A login for a device the user already has replaces that
-		// device's session.
-		old, err := tx.ActiveSessionByDevice(ctx, deviceID, now)
-		switch {
-		case err == nil:
-			if _, err := tx.RevokeSession(ctx, old.ID, "replaced", now); err != nil {
-				return err
-			}
-			if err := tx.AppendAudit(ctx, s.event(EventSessionRevoked, now, m, u.ID, old.ID, map[string]any{"reason": "replaced"})); err != nil {
-				return err
-			}
-		case !errors.Is(err, store.ErrNotFound):
+		if err := s.makeRoom(ctx, tx, deviceID, m, now); err != nil {
 			return err
-		}
-		// Room for the new session, which is never the one revoked.
-		evicted, err := tx.RevokeSessionsPast(ctx, s.cfg.MaxSessionsPerUser-1, "session_limit", now)
-		if err != nil {
-			return err
-		}
-		for _, id := range evicted {
-			if err := tx.AppendAudit(ctx, s.event(EventSessionRevoked, now, m, u.ID, id, map[string]any{"reason": "session_limit"})); err != nil {
-				return err
-			}
 		}
 		if err := tx.CreateSession(ctx, sess); err != nil {
 			return err
@@ -179,6 +158,36 @@ func (s *Service) openSession(ctx context.Context, u store.User, in LoginInput, 
 		AccessToken: access, RefreshToken: refresh, ExpiresIn: s.minter.TTL(),
 		RefreshExpiresIn: sess.ExpiresAt.Sub(now), SessionID: sess.ID,
 	}, nil
+}
+
+// makeRoom revokes, in a login's transaction, the session of the device
+// the login is for (a login for a device the user already has replaces
+// its session) and the least recently used ones past the user's limit,
+// keeping room for the new session, which is never one revoked.
+func (s *Service) makeRoom(ctx context.Context, tx store.UserTx, deviceID string, m Meta, now time.Time) error {
+	userID := tx.User().ID
+	old, err := tx.ActiveSessionByDevice(ctx, deviceID, now)
+	switch {
+	case err == nil:
+		if _, err := tx.RevokeSession(ctx, old.ID, "replaced", now); err != nil {
+			return err
+		}
+		if err := tx.AppendAudit(ctx, s.event(EventSessionRevoked, now, m, userID, old.ID, map[string]any{"reason": "replaced"})); err != nil {
+			return err
+		}
+	case !errors.Is(err, store.ErrNotFound):
+		return err
+	}
+	evicted, err := tx.RevokeSessionsPast(ctx, s.cfg.MaxSessionsPerUser-1, "session_limit", now)
+	if err != nil {
+		return err
+	}
+	for _, id := range evicted {
+		if err := tx.AppendAudit(ctx, s.event(EventSessionRevoked, now, m, userID, id, map[string]any{"reason": "session_limit"})); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // errLoginRefused ends a login's transaction when the account changed while
