@@ -59,17 +59,6 @@ func (b *batcher[T]) do(ctx context.Context) (T, error) {
 	}
 }
 
-// waiting returns how many callers wait for the run after the one in
-// progress.
-func (b *batcher[T]) waiting() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.next == nil {
-		return 0
-	}
-	return b.next.callers
-}
-
 // run runs fn for bt, then for the batch that gathered meanwhile, until
 // none did.
 func (b *batcher[T]) run(bt *batch[T]) {

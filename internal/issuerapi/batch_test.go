@@ -80,3 +80,14 @@ func TestBatcherCallerContextAndRunError(t *testing.T) {
 		t.Fatalf("do = %v, want the run's error", err)
 	}
 }
+
+// waiting returns how many callers wait for the run after the one in
+// progress.
+func (b *batcher[T]) waiting() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.next == nil {
+		return 0
+	}
+	return b.next.callers
+}
