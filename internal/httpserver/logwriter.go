@@ -240,7 +240,9 @@ func (l *LogWriter) Close(ctx context.Context) error {
 	l.mu.Unlock()
 	close(l.stop)
 	if err != nil {
-		l.dropped.Add(uint64(bytes.Count(rest, []byte{'\n'})))
+		if len(rest) > 0 {
+			l.dropped.Add(uint64(lineCount(rest)))
+		}
 		return err // the goroutine is held by w; waiting for it would be waiting for w
 	}
 	<-l.done
