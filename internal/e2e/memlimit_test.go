@@ -137,20 +137,20 @@ func TestMemoryLimits(t *testing.T) {
 		limitLine(t, v.proc, `"mib":40,"source":"GOMEMLIMIT"`)
 	})
 
-	derived := int64(2*19*mib + 34*mib) // --hash-concurrency 2, argon2's 19 MiB, the base
+	derived := int64(2*19*mib + 31*mib) // --hash-concurrency 2, argon2's 19 MiB, the base
 	t.Run("issuer in a container larger than its derived limit", func(t *testing.T) {
 		is := startIssuerWrapped(t, memoryCgroup(t, 1024*mib), testdb.SQLite(t), kekFile(t), "--hash-concurrency", "2")
 		if limit, _ := runtimeMemory(t, "http://"+is.addr["admin"]); limit != derived {
 			t.Errorf("memory limit %d, want the derived %d", limit, derived)
 		}
-		limitLine(t, is.proc, `"mib":72,"source":"derived`)
+		limitLine(t, is.proc, `"mib":69,"source":"derived`)
 	})
 	t.Run("issuer in a container smaller than its derived limit", func(t *testing.T) {
 		is := startIssuerWrapped(t, memoryCgroup(t, 64*mib), testdb.SQLite(t), kekFile(t), "--hash-concurrency", "2")
 		if limit, _ := runtimeMemory(t, "http://"+is.addr["admin"]); limit != share(64*mib) {
 			t.Errorf("memory limit %d, want %d (90%% of 64 MiB, below the derived %d)", limit, share(64*mib), derived)
 		}
-		limitLine(t, is.proc, `"mib":57,"source":"container: 90% of its memory limit, below the 72 MiB derived`)
+		limitLine(t, is.proc, `"mib":57,"source":"container: 90% of its memory limit, below the 69 MiB derived`)
 	})
 	t.Run("issuer's limit follows its connections", func(t *testing.T) {
 		is := startIssuer(t, testdb.SQLite(t), "--hash-concurrency", "2")

@@ -14,15 +14,18 @@ import (
 )
 
 // memoryBase is what the issuer needs besides password hashing under a
-// flood: the runtime and the heap at rest (about 10 MiB), and 500 clients'
-// connections and queued requests (about 16 MiB of heap and 5-10 MiB of
-// goroutine stacks). The executable's own pages (about 24 MiB resident)
-// are outside the Go runtime and outside the limit. Measured with a
-// 500-client flood on 2 slots of 19 MiB (make bench-issuer-memory and
-// loginflood in alternating rounds): with 34 MiB the peak was 94.4-95.6
-// MiB resident; with 28 MiB (GOMEMLIMIT=66MiB) the heap sat at the limit
-// and the collector ran without pause, at half the logins per second.
-const memoryBase = 34 << 20
+// flood: the runtime and the heap at rest (about 7 MiB, 6 of them the
+// strength estimator's dictionaries), and 500 clients' connections and
+// queued requests (about 16 MiB of heap and 5-10 MiB of goroutine
+// stacks). The executable's own pages (about 24 MiB resident) are outside
+// the Go runtime and outside the limit. Measured with a 500-client flood
+// on 2 slots of 19 MiB (make bench-issuer-memory and loginflood in
+// alternating rounds): with 31 MiB the peak was 93.2-94.0 MiB resident,
+// at the logins/s and CPU per login of 34 MiB with the common-password
+// list held as a 3 MiB map (95.4-97.8 MiB); with 28 MiB when that map
+// was held (GOMEMLIMIT=66MiB) the heap sat at the limit and the collector
+// ran without pause, at half the logins per second.
+const memoryBase = 31 << 20
 
 // measuredClients is the flood memoryBase was measured under: a
 // --hash-queue above it lets more requests wait than the base holds.

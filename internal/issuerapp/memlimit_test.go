@@ -27,16 +27,16 @@ func TestMemoryLimit(t *testing.T) {
 		wantLimit int64
 		wantWhy   string
 	}{
-		{"two slots of 19 MiB", 2, 19 * mib, 64, 0, 0, 2*19*mib + 34*mib, "derived"},
-		{"eight slots", 8, 19 * mib, 64, 0, 0, 8*19*mib + 34*mib, "derived"},
-		{"a queue of one", 2, 19 * mib, 1, 0, 0, 2*19*mib + 34*mib, "derived"},
+		{"two slots of 19 MiB", 2, 19 * mib, 64, 0, 0, 2*19*mib + 31*mib, "derived"},
+		{"eight slots", 8, 19 * mib, 64, 0, 0, 8*19*mib + 31*mib, "derived"},
+		{"a queue of one", 2, 19 * mib, 1, 0, 0, 2*19*mib + 31*mib, "derived"},
 		{"a queue without bound", 2, 19 * mib, 0, 0, 0, memlimit.None, "--hash-queue 0"},
-		{"the longest queue the base was measured with", 2, 19 * mib, 500, 0, 0, 2*19*mib + 34*mib, "derived"},
+		{"the longest queue the base was measured with", 2, 19 * mib, 500, 0, 0, 2*19*mib + 31*mib, "derived"},
 		{"a queue longer than that", 2, 19 * mib, 501, 0, 0, memlimit.None, "--hash-queue 501"},
-		{"as many connections as the base was measured with", 2, 19 * mib, 64, 500, 0, 2*19*mib + 34*mib, "derived"},
-		{"2,000 connections", 2, 19 * mib, 64, 2000, 0, 2*19*mib + 34*mib + 1500*48<<10, "derived"},
+		{"as many connections as the base was measured with", 2, 19 * mib, 64, 500, 0, 2*19*mib + 31*mib, "derived"},
+		{"2,000 connections", 2, 19 * mib, 64, 2000, 0, 2*19*mib + 31*mib + 1500*48<<10, "derived"},
 		{"2,000 connections, a queue without bound", 2, 19 * mib, 0, 2000, 0, memlimit.None, "--hash-queue 0"},
-		{"500 clients holding 64 KiB bodies", 2, 19 * mib, 64, 500, 500 * 64 << 10, 2*19*mib + 34*mib + 500*64<<10, "request bodies"},
+		{"500 clients holding 64 KiB bodies", 2, 19 * mib, 64, 500, 500 * 64 << 10, 2*19*mib + 31*mib + 500*64<<10, "request bodies"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -25,12 +25,75 @@ func TestNormalize(t *testing.T) {
 }
 
 func TestCommonList(t *testing.T) {
-	if n := len(commonPasswords()); n < 10000 {
-		t.Errorf("len(commonPasswords()) = %d, want >= 10000", n)
+	list := string(commonPasswords())
+	if !strings.HasSuffix(list, "\n") {
+		t.Fatal("common-passwords.txt does not end in a newline")
 	}
+	lines := strings.Split(strings.TrimSuffix(list, "\n"), "\n")
+	if len(lines) < 10000 {
+		t.Errorf("common-passwords.txt has %d lines, want >= 10000", len(lines))
+	}
+	for i, l := range lines {
+		if l == "" || l != strings.TrimSpace(l) || l != strings.ToLower(l) || l != Normalize(l) {
+			t.Errorf("line %d %q is not a trimmed, lowercased, NFKC-normalized password", i+1, l)
+		}
+		if i > 0 && lines[i-1] >= l {
+			t.Fatalf("line %d %q does not sort after line %d %q (LC_ALL=C sort -u keeps the list searchable)", i+1, l, i, lines[i-1])
+		}
+	}
+	checkContains(t, commonPasswords(), lines)
 	for _, pw := range []string{"password1234", "qwerty123456", "administrator"} {
-		if _, ok := commonPasswords()[pw]; !ok {
-			t.Errorf("commonPasswords()[%q] missing, want present", pw)
+		if !commonPasswords().Contains(pw) {
+			t.Errorf("commonPasswords().Contains(%q) = false, want true", pw)
+		}
+	}
+}
+
+func TestSortedListContains(t *testing.T) {
+	for _, list := range []SortedList{"", "b\n", "b\nd\nf\n", "b\nd\nf", "a\nab\nabc\nb\n"} {
+		words := strings.FieldsFunc(string(list), func(r rune) bool { return r == '\n' })
+		checkContains(t, list, words)
+	}
+}
+
+// FuzzSortedListContains checks Contains against a map for lists made of
+// the fuzzer's words.
+func FuzzSortedListContains(f *testing.F) {
+	f.Add("b d f", "c")
+	f.Add("a ab abc", "ab")
+	f.Fuzz(func(t *testing.T, words, probe string) {
+		ws := strings.Fields(words)
+		slices.Sort(ws)
+		ws = slices.Compact(ws)
+		list := SortedList(strings.Join(ws, "\n") + "\n")
+		if len(ws) == 0 {
+			list = ""
+		}
+		checkContains(t, list, append(ws, probe))
+	})
+}
+
+// checkContains checks list.Contains, against a map of words, for every
+// word and for neighbours of each that sort just before, just after and
+// far from it.
+func checkContains(t *testing.T, list SortedList, words []string) {
+	t.Helper()
+	set := map[string]bool{}
+	for _, l := range strings.Split(string(list), "\n") {
+		if l != "" {
+			set[l] = true
+		}
+	}
+	probes := []string{"", "\x00", "\xff\xff", "zzzzzzzzzzzzzzzzzzzz"}
+	for _, w := range words {
+		probes = append(probes, w, w+"\x00", w+"!", w+"\xff", "\x00"+w)
+		if w != "" {
+			probes = append(probes, w[:len(w)-1], w[1:])
+		}
+	}
+	for _, p := range probes {
+		if got := list.Contains(p); got != set[p] {
+			t.Fatalf("Contains(%q) = %v, want %v", p, got, set[p])
 		}
 	}
 }

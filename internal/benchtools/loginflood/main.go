@@ -127,7 +127,7 @@ func run(o options) error {
 		fmt.Printf("issuer CPU per login: %.1f ms (%.1f s in all)\n", (cpu1-cpu0).Seconds()*1000/float64(ok), (cpu1 - cpu0).Seconds())
 	}
 	fmt.Printf("peak resident (VmHWM): %.1f MiB\n", end.hwm)
-	fmt.Printf("resident at the end of the flood: %.1f MiB\n", end.rss)
+	fmt.Printf("resident at the end of the flood: %.1f MiB (anonymous %.1f MiB, the executable's and other files' pages %.1f MiB)\n", end.rss, end.anon, end.file)
 
 	after, reached, err := settle(o, is.pid())
 	if err != nil {
