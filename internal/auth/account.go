@@ -169,7 +169,7 @@ func (s *Service) ResetPassword(ctx context.Context, tok, newPassword string, m 
 		return "", apperr.Internal(err)
 	}
 	pw := password.Normalize(newPassword)
-	if err := s.checkNewPassword(pw, u.Email); err != nil {
+	if err := s.checkNewPassword(ctx, pw, u.Email); err != nil {
 		return "", err
 	}
 	pwHash, err := s.hasher.Hash(ctx, pw)
@@ -209,14 +209,18 @@ func (s *Service) ResetPassword(ctx context.Context, tok, newPassword string, m 
 }
 
 // checkNewPassword applies the policy to a new password (change, reset):
-// 422 with the reasons on field new_password.
-func (s *Service) checkNewPassword(pw, email string) error {
+// 422 with the reasons on field new_password, or 503 when the hashing pool
+// has no room for the strength estimate.
+func (s *Service) checkNewPassword(ctx context.Context, pw, email string) error {
 	if pw == "" {
 		e := apperr.New(apperr.KindMalformed, "malformed_request", "new_password is required.")
 		e.Fields = []apperr.FieldError{{Field: "new_password", Code: "required", Message: "This field is required."}}
 		return e
 	}
-	fields := s.policy.Check(pw, email)
+	fields, err := s.hasher.Check(ctx, s.policy, pw, email)
+	if err != nil {
+		return hashErr(err)
+	}
 	if len(fields) == 0 {
 		return nil
 	}

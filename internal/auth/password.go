@@ -55,7 +55,7 @@ func (s *Service) ChangePassword(ctx context.Context, userID, sessionID string, 
 		return errCurrentPasswordIncorrect()
 	}
 	pw := password.Normalize(in.New)
-	if err := s.checkNewPassword(pw, u.Email); err != nil {
+	if err := s.checkNewPassword(ctx, pw, u.Email); err != nil {
 		return err
 	}
 	hash, err := s.hasher.Hash(ctx, pw)

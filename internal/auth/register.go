@@ -76,7 +76,11 @@ func (s *Service) Register(ctx context.Context, in RegisterInput, m Meta) (Accou
 	if in.Password == "" {
 		fields = append(fields, apperr.FieldError{Field: "password", Code: "required", Message: "A password is required."})
 	} else {
-		fields = append(fields, s.policy.Check(pw, email)...)
+		pwFields, err := s.hasher.Check(ctx, s.policy, pw, email)
+		if err != nil {
+			return Account{}, hashErr(err)
+		}
+		fields = append(fields, pwFields...)
 	}
 	name := strings.TrimSpace(in.Name)
 	if !validText(name, maxNameLen) {

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/palisade-auth/palisade/internal/apperr"
 )
 
 var cheap = Params{Memory: 64, Time: 1, Threads: 1, SaltLen: 16, KeyLen: 32}
@@ -461,5 +464,49 @@ func TestSlotsAreBounded(t *testing.T) {
 	}
 	if got := NewHasher(cheap, 3, rand.Reader).Slots(); got != 3 {
 		t.Errorf("NewHasher(3) has %d slots, want 3", got)
+	}
+}
+
+// TestHasherCheckEstimatesInASlot: the strength estimate, which can cost
+// as much as a hash, waits for a hashing slot, and is refused with ErrBusy
+// when the queue is full; the cheap rules answer at once whatever the load,
+// and the answers are Policy.Check's.
+func TestHasherCheckEstimatesInASlot(t *testing.T) {
+	const email = "ann.long@example.com"
+	p := DefaultPolicy()
+	h := NewHasher(cheap, 1, rand.Reader)
+	h.SetMaxWaiting(1)
+	release := fillSlots(h)
+
+	queued := make(chan []apperr.FieldError, 1)
+	go func() {
+		fields, err := h.Check(context.Background(), p, "ann.long@example.com1", email)
+		if err != nil {
+			t.Errorf("queued Check = %v, want it to wait for the slot", err)
+		}
+		queued <- fields
+	}()
+	waitUntil(t, "the check to queue for the slot", func() bool { return h.Waiting() == 1 })
+	if fields, err := h.Check(context.Background(), p, "correct horse battery staple", email); !errors.Is(err, ErrBusy) || fields != nil {
+		t.Errorf("Check with the slot taken and the queue full = %v, %v; want nil, ErrBusy", fields, err)
+	}
+	for _, pw := range []string{"short", "password1234", strings.Repeat("x", 129)} {
+		fields, err := h.Check(context.Background(), p, pw, email)
+		if err != nil || fields == nil {
+			t.Errorf("Check(%q) with the pool full = %v, %v; want its rule broken at once", pw, fields, err)
+		}
+	}
+	release()
+	if got := <-queued; len(got) != 1 || got[0].Code != codeTooWeak {
+		t.Errorf("queued Check of a password made of the email = %v, want too_weak once it had the slot", got)
+	}
+	for _, pw := range []string{"correct horse battery staple", "ann.long@example.com1", "short", "password1234", worstCase} {
+		fields, err := h.Check(context.Background(), p, pw, email)
+		if want := p.Check(pw, email); err != nil || !slices.Equal(fields, want) {
+			t.Errorf("Check(%q) = %v, %v; want Policy.Check's %v", pw, fields, err, want)
+		}
+	}
+	if n := h.Computed(); n != 0 {
+		t.Errorf("Computed() = %d after estimates alone, want 0: an estimate is not a hash", n)
 	}
 }

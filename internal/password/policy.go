@@ -54,8 +54,16 @@ const (
 // counts runes and a long password is refused, never truncated. The strength
 // estimate runs only when every other rule passed, so too_weak is always the
 // only reason and a refused password costs no estimate. Messages never quote
-// the password.
+// the password. A server checks with Hasher.Check instead, which bounds the
+// estimates running at once.
 func (p Policy) Check(pw, email string) []apperr.FieldError {
+	errs, _ := p.check(pw, email, func(estimate func()) error { estimate(); return nil })
+	return errs
+}
+
+// check is Check with the strength estimate run by run, which may refuse
+// to run it and return why.
+func (p Policy) check(pw, email string, run func(estimate func()) error) ([]apperr.FieldError, error) {
 	var errs []apperr.FieldError
 	add := func(code, msg string) {
 		errs = append(errs, apperr.FieldError{Field: fieldPassword, Code: code, Message: msg})
@@ -70,14 +78,20 @@ func (p Policy) Check(pw, email string) []apperr.FieldError {
 	if !printable(pw) {
 		add(codeNotPrint, "The password may only contain printable characters and spaces.")
 	}
-	lower := strings.ToLower(pw)
-	if p.Common.Contains(lower) {
+	if p.Common.Contains(strings.ToLower(pw)) {
 		add(codeCommon, "The password is too common; choose another one.")
 	}
 	if e := strings.TrimSpace(email); e != "" && strings.EqualFold(pw, e) {
 		add(codeEqualsEmail, "The password must not be the email address.")
 	}
-	if len(errs) == 0 && p.MinGuesses > 0 && estimateGuesses(pw, email) < p.MinGuesses {
+	if len(errs) > 0 || p.MinGuesses <= 0 {
+		return errs, nil
+	}
+	var weak bool
+	if err := run(func() { weak = estimateGuesses(pw, email) < p.MinGuesses }); err != nil {
+		return nil, err
+	}
+	if weak {
 		judged := "The password is"
 		if n > estimateRunes {
 			judged = fmt.Sprintf("The first %d characters of the password are", estimateRunes)
@@ -85,7 +99,7 @@ func (p Policy) Check(pw, email string) []apperr.FieldError {
 		add(codeTooWeak, judged+" too easy to guess; avoid your email address, repeated characters, "+
 			"sequences and keyboard patterns, or use several unrelated words.")
 	}
-	return errs
+	return errs, nil
 }
 
 // printable reports whether s is valid UTF-8 made of printable runes and
