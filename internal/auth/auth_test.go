@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -227,6 +228,33 @@ func TestLoginFailures(t *testing.T) {
 	}
 	if evs[0].UserID != u.ID {
 		t.Errorf("newest login.failed user = %q, want %q", evs[0].UserID, u.ID)
+	}
+}
+
+// TestLoginInWidestSpellings: the longest valid email typed full-width
+// still names its account, and a password in its widest spelling still
+// matches; input longer than any valid spelling is not normalized (its
+// NFKC form costs tens of ms) and is refused as credentials like any other.
+func TestLoginInWidestSpellings(t *testing.T) {
+	f := newFixture(t, testdb.SQLite(t), 0)
+	ctx := context.Background()
+	email := strings.Repeat("a", 64) + "@" + strings.Repeat("b", 185) + ".com" // 254 bytes, the most allowed
+	const hangul = "각각각각각각 correct horse battery"
+	if _, err := f.svc.Register(ctx, auth.RegisterInput{Email: email, Password: hangul}, auth.Meta{}); err != nil {
+		t.Fatal(err)
+	}
+	wide := strings.Map(func(r rune) rune { return r - '!' + '！' }, email) // full-width: 3 bytes a character
+	jamo := strings.ReplaceAll(hangul, "각", "각")
+	if _, err := f.svc.Login(ctx, auth.LoginInput{Email: wide, Password: jamo}, auth.Meta{}); err != nil {
+		t.Fatalf("login with the email full-width (%d bytes) and the password as jamo = %v, want in", len(wide), err)
+	}
+	hostile := strings.Repeat("ﷺ", 21000) // 63 KB, eighteen characters each in NFKC
+	for _, in := range []auth.LoginInput{{Email: hostile, Password: pw}, {Email: email, Password: hostile}} {
+		_, err := f.svc.Login(ctx, in, auth.Meta{})
+		wantCode(t, "Login with 63 KB of U+FDFA", err, "invalid_credentials")
+	}
+	if got := auth.NormalizeEmail(hostile); got != hostile {
+		t.Errorf("NormalizeEmail of %d bytes changed it; want it back as it is", len(hostile))
 	}
 }
 

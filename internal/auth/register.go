@@ -33,9 +33,23 @@ type RegisterInput struct {
 // NormalizeEmail is the form emails are compared in: NFKC, trimmed,
 // lower-cased. Provider-specific rewriting (dots, plus tags) is not applied:
 // those are distinct mailboxes elsewhere.
+//
+// An email longer than maxEmailInput bytes comes back as it is: its NFKC
+// form could cost tens of milliseconds of CPU (see password.MaxNormalized)
+// on every login or reset request that names it, before any limit; and no
+// registered email (at most maxEmailLen bytes) has a spelling that long
+// other than, for the rare one that NFKC expands, its normal form itself.
 func NormalizeEmail(email string) string {
+	if len(email) > maxEmailInput {
+		return email
+	}
 	return strings.ToLower(strings.TrimSpace(norm.NFKC.String(email)))
 }
+
+// maxEmailInput is the longest email NormalizeEmail normalizes: four bytes
+// for each of the maxEmailLen a registered email may have, room for every
+// wider spelling of one (a full-width letter is 3 bytes).
+const maxEmailInput = 4 * maxEmailLen
 
 func validEmail(email string) bool {
 	if email == "" || len(email) > maxEmailLen || !utf8.ValidString(email) {

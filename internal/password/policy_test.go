@@ -152,3 +152,31 @@ func TestPolicyNoList(t *testing.T) {
 		t.Errorf("Policy{MinLength: 4}.Check(common) = %v, want nil", errs)
 	}
 }
+
+// TestNormalizeBound: the longest acceptable password still normalizes in
+// its widest spellings, and input past MaxNormalized, which could only be
+// refused or match nothing, comes back as it is and is refused as too long.
+func TestNormalizeBound(t *testing.T) {
+	for _, tt := range []struct{ name, typed, want string }{
+		{"128 Hangul syllables typed as jamo", strings.Repeat("\u1100\u1161\u11a8", 128), strings.Repeat("\uac01", 128)},
+		{"128 full-width letters", strings.Repeat("ｐ", 128), strings.Repeat("p", 128)},
+	} {
+		if len(tt.typed) > MaxNormalized {
+			t.Fatalf("%s: %d bytes, past MaxNormalized", tt.name, len(tt.typed))
+		}
+		got := Normalize(tt.typed)
+		if got != tt.want {
+			t.Errorf("%s: Normalize = %q, want %q", tt.name, got, tt.want)
+		}
+		if c := codes(Policy{MaxLength: 128}, got, ""); len(c) != 0 {
+			t.Errorf("%s: refused %v, want accepted", tt.name, c)
+		}
+	}
+	hostile := strings.Repeat("\ufdfa", 21000) // NFKC: 18 characters each
+	if got := Normalize(hostile); got != hostile {
+		t.Errorf("Normalize of %d bytes changed it (to %d bytes); want it back as it is", len(hostile), len(got))
+	}
+	if c := codes(DefaultPolicy(), Normalize(hostile), ""); !slices.Contains(c, codeTooLong) {
+		t.Errorf("a %d-byte password refused for %v, want too_long", len(hostile), c)
+	}
+}
