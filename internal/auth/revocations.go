@@ -2,6 +2,8 @@ package auth
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -23,17 +25,20 @@ import (
 // end: the access tokens of its last refresh outlive it by up to one
 // access-token lifetime.
 type RevocationFeed struct {
-	st   store.Queries
-	keep time.Duration // access-token TTL + clock skew
-	now  func() time.Time
-	log  *slog.Logger
+	st        store.Queries
+	keep      time.Duration // access-token TTL + clock skew
+	cursorKey []byte        // authenticates the cursors the feed hands out
+	now       func() time.Time
+	log       *slog.Logger
 }
 
 // NewRevocationFeed returns the feed over st. An entry stays in it for
 // accessTTL + clockSkew after its revocation: the longest an access token
 // issued before it can still be accepted by a verifier allowing clockSkew.
-func NewRevocationFeed(st store.Queries, accessTTL, clockSkew time.Duration, now func() time.Time, log *slog.Logger) *RevocationFeed {
-	return &RevocationFeed{st: st, keep: accessTTL + clockSkew, now: now, log: log}
+// cursorKey (32 random bytes, the same on every replica) authenticates the
+// cursors it hands out.
+func NewRevocationFeed(st store.Queries, accessTTL, clockSkew time.Duration, cursorKey []byte, now func() time.Time, log *slog.Logger) *RevocationFeed {
+	return &RevocationFeed{st: st, keep: accessTTL + clockSkew, cursorKey: cursorKey, now: now, log: log}
 }
 
 // RevokedID is one entry of the feed: a session id (sid) or key id (kid)
@@ -59,37 +64,50 @@ func malformedCursor(err error) *apperr.Error {
 		"The after parameter is not a cursor of this feed; read the full list again.", err)
 }
 
+// ErrWholeList is List's answer to a cursor whose changes are better read
+// as the whole list, List(ctx, ""): one older than the feed's window (a
+// reader away that long, or a cursor from another database, a restore),
+// or one more than maxDelta entries behind. The whole list is the same for
+// every reader, so a server builds it once for all who ask at once; the
+// changes since an old cursor can be as large, built for one reader alone.
+var ErrWholeList = errors.New("auth: read the whole revocation list")
+
+// maxDelta is the most entries List answers a cursor with; past it the
+// answer is ErrWholeList. A verifier polling every few seconds is that far
+// behind only when revocations come faster than a hundred a second.
+const maxDelta = 1000
+
 // List returns every entry still in force when after is "", or only
-// those added since the read that returned the cursor after. A cursor
-// older than the access-token TTL plus clock skew gets every entry still
-// in force, with a new cursor. A reader drops each entry itself when its
-// Until has passed. One store query.
+// those added since the read that returned the cursor after (or
+// ErrWholeList), and the cursor to read from next. A reader drops each
+// entry itself when its Until has passed. One store query.
 func (f *RevocationFeed) List(ctx context.Context, after string) (RevocationList, error) {
 	now := f.now().UTC().Truncate(time.Microsecond)
 	var mark *store.RevocationMark
+	limit := 0
 	if after != "" {
-		m, err := decodeFeedCursor(after)
+		m, err := f.decodeCursor(after)
 		if err != nil {
 			return RevocationList{}, malformedCursor(err)
 		}
-		// A cursor older than the feed's window reads the full list,
-		// which holds nothing revoked before the window anyway: a reader
-		// that was away longer than that, or a cursor from another
-		// database (a restore), starts over instead of trusting it.
-		if !m.At.Before(now.Add(-f.keep)) {
-			mark = &m
+		if m.At.Before(now.Add(-f.keep)) {
+			return RevocationList{}, ErrWholeList
 		}
+		mark, limit = &m, maxDelta+1
 	}
-	entries, next, err := f.st.Revocations(ctx, mark, now.Add(-f.keep), now)
+	entries, next, err := f.st.Revocations(ctx, mark, now.Add(-f.keep), now, limit)
 	if errors.Is(err, store.ErrBadMark) {
 		return RevocationList{}, malformedCursor(err)
 	}
 	if err != nil {
 		return RevocationList{}, Classify(err)
 	}
+	if mark != nil && len(entries) > maxDelta {
+		return RevocationList{}, ErrWholeList
+	}
 	list := RevocationList{Sessions: []RevokedID{}, Keys: []RevokedID{}, Cursor: after}
 	if mark == nil || len(entries) > 0 {
-		list.Cursor = encodeFeedCursor(next)
+		list.Cursor = f.encodeCursor(next)
 	}
 	for _, e := range entries {
 		id := RevokedID{ID: e.ID, Until: ceilSecond(e.At.Add(f.keep))}
@@ -111,30 +129,50 @@ func ceilSecond(t time.Time) time.Time {
 	return t
 }
 
-// cursorVersion starts every cursor: a later format can tell its own.
-const cursorVersion = "r1"
+// cursorVersion starts every cursor: a later format can tell its own. r1
+// cursors were not authenticated: one naming the start of the store's
+// order with a recent time read the whole list, built for it alone (the
+// shared read serves only the whole list, ErrWholeList).
+const cursorVersion = "r2"
 
-// encodeFeedCursor makes the opaque cursor of a mark: base64url of
-// "r1|<mark time, Unix microseconds>|<store position>".
-func encodeFeedCursor(m store.RevocationMark) string {
-	raw := cursorVersion + "|" + strconv.FormatInt(m.At.UnixMicro(), 10) + "|" + m.Position
+// cursorMACLen is how many bytes of HMAC-SHA256 a cursor carries.
+const cursorMACLen = 16
+
+// encodeCursor makes the opaque cursor of a mark: base64url of
+// "r2|<MAC>|<mark time, Unix microseconds>|<store position>", the MAC
+// (base64url) over what follows it.
+func (f *RevocationFeed) encodeCursor(m store.RevocationMark) string {
+	body := strconv.FormatInt(m.At.UnixMicro(), 10) + "|" + m.Position
+	raw := cursorVersion + "|" + base64.RawURLEncoding.EncodeToString(f.cursorMAC(body)) + "|" + body
 	return base64.RawURLEncoding.EncodeToString([]byte(raw))
 }
 
-func decodeFeedCursor(c string) (store.RevocationMark, error) {
+func (f *RevocationFeed) cursorMAC(body string) []byte {
+	h := hmac.New(sha256.New, f.cursorKey)
+	h.Write([]byte(body))
+	return h.Sum(nil)[:cursorMACLen]
+}
+
+func (f *RevocationFeed) decodeCursor(c string) (store.RevocationMark, error) {
 	raw, err := base64.RawURLEncoding.DecodeString(c)
 	if err != nil {
 		return store.RevocationMark{}, fmt.Errorf("cursor: %w", err)
 	}
-	parts := strings.SplitN(string(raw), "|", 3)
-	if len(parts) != 3 || parts[0] != cursorVersion {
+	version, rest, _ := strings.Cut(string(raw), "|")
+	mac, body, _ := strings.Cut(rest, "|")
+	sum, err := base64.RawURLEncoding.DecodeString(mac)
+	if version != cursorVersion || err != nil || !hmac.Equal(sum, f.cursorMAC(body)) {
+		return store.RevocationMark{}, errors.New("cursor: not a cursor of this feed")
+	}
+	parts := strings.SplitN(body, "|", 2)
+	if len(parts) != 2 {
 		return store.RevocationMark{}, errors.New("cursor: not a feed cursor")
 	}
-	us, err := strconv.ParseInt(parts[1], 10, 64)
+	us, err := strconv.ParseInt(parts[0], 10, 64)
 	if err != nil || us < 0 {
 		return store.RevocationMark{}, errors.New("cursor: bad time")
 	}
-	return store.RevocationMark{Position: parts[2], At: time.UnixMicro(us).UTC()}, nil
+	return store.RevocationMark{Position: parts[1], At: time.UnixMicro(us).UTC()}, nil
 }
 
 // pruneBatch bounds the rows one pruning statement deletes.

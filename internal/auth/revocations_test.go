@@ -3,8 +3,11 @@ package auth_test
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"log/slog"
+	"math/rand/v2"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,7 +19,7 @@ import (
 const feedSkew = 30 * time.Second
 
 func (f *fixture) feed() *auth.RevocationFeed {
-	return auth.NewRevocationFeed(f.st, 15*time.Minute, feedSkew, f.clock.Now, slog.New(slog.DiscardHandler))
+	return auth.NewRevocationFeed(f.st, 15*time.Minute, feedSkew, f.sealer.DeriveSecret("revocation-cursor"), f.clock.Now, slog.New(slog.DiscardHandler))
 }
 
 func list(t *testing.T, feed *auth.RevocationFeed, after string) auth.RevocationList {
@@ -95,12 +98,12 @@ func TestRevocationFeed(t *testing.T) {
 		if n, err := feed.Prune(ctx); err != nil || n != 2 {
 			t.Errorf("Prune() = %d, %v; want 2, nil", n, err)
 		}
-		// An old cursor is still a cursor: it reads what is still in force.
-		checkIDs(t, "List(start) after the entries left", list(t, feed, start.Cursor).Sessions, nil)
-
-		// A cursor older than the window reads the full list: here a key
-		// revoked with a time after the cursor's but committed before it,
-		// which a delta would not send again.
+		// A cursor older than the window is read as the whole list: here
+		// a key revoked with a time after the cursor's but committed before
+		// it, which a delta would not send again.
+		if _, err := feed.List(ctx, start.Cursor); !errors.Is(err, auth.ErrWholeList) {
+			t.Errorf("List(start) after the window = %v, want ErrWholeList", err)
+		}
 		f.clock.Set(until.Add(time.Hour))
 		if err := f.st.AppendRevocation(ctx, store.RevokedKey, "kid-y", f.clock.Now().Add(10*time.Minute)); err != nil {
 			t.Fatal(err)
@@ -108,12 +111,12 @@ func TestRevocationFeed(t *testing.T) {
 		old := list(t, feed, "").Cursor
 		checkIDs(t, "List(cursor) with a fresh cursor", list(t, feed, old).Keys, nil)
 		f.clock.Advance(15*time.Minute + feedSkew + time.Second)
-		stale := list(t, feed, old)
-		yUntil := until.Add(time.Hour + 10*time.Minute + 15*time.Minute + feedSkew)
-		checkIDs(t, "List(cursor older than the window).Keys", stale.Keys, []auth.RevokedID{{ID: "kid-y", Until: yUntil}})
-		if stale.Cursor == old {
-			t.Errorf("List(cursor older than the window).Cursor = the old cursor, want a new one")
+		if _, err := feed.List(ctx, old); !errors.Is(err, auth.ErrWholeList) {
+			t.Errorf("List(cursor older than the window) = %v, want ErrWholeList", err)
 		}
+		whole := list(t, feed, "")
+		yUntil := until.Add(time.Hour + 10*time.Minute + 15*time.Minute + feedSkew)
+		checkIDs(t, "List(\"\").Keys", whole.Keys, []auth.RevokedID{{ID: "kid-y", Until: yUntil}})
 		_ = d2 // another device's session: never in the feed above
 	})
 }
@@ -125,6 +128,7 @@ func TestRevocationFeedLifetimeEnd(t *testing.T) {
 		f.user(t, "end@example.com")
 		p := f.login(t, "end@example.com", "d1")
 		end := f.clock.Now().Add(time.Hour)
+		f.clock.Set(end.Add(-10 * time.Minute)) // a cursor the window still covers at the end
 		start := list(t, feed, "")
 
 		f.clock.Set(end.Add(-time.Second))
@@ -146,12 +150,64 @@ func TestRevocationFeedMalformedCursor(t *testing.T) {
 		feed := f.feed()
 		b64 := base64.RawURLEncoding.EncodeToString
 		now := strconv.FormatInt(f.clock.Now().UnixMicro(), 10)
+		later := strconv.FormatInt(f.clock.Now().UnixMicro()+1, 10)
+		real, err := base64.RawURLEncoding.DecodeString(list(t, feed, "").Cursor)
+		if err != nil {
+			t.Fatal(err)
+		}
+		version, rest, _ := strings.Cut(string(real), "|")
+		mac, _, _ := strings.Cut(rest, "|")
 		for _, c := range []string{
 			"!!!", "cjE", b64([]byte("r1|1|")) + "=", b64([]byte("r2|1|1")), b64([]byte("r1|x|1")),
 			b64([]byte("r1|-5|1")), b64([]byte("r1|" + now + "|not a position")), b64([]byte("r1|1")),
+			// r1 cursors were not authenticated: one naming position 0
+			// with a recent time read the whole list, built for it alone.
+			b64([]byte("r1|" + now + "|0")), b64([]byte("r1|" + now + "|1:1:")),
+			// The real cursor's MAC on another time or position.
+			b64([]byte(version + "|" + mac + "|" + later + "|0")), b64([]byte(version + "|" + mac + "|" + later + "|1:1:")),
+			b64([]byte(version + "|" + mac + "|1|")), b64([]byte(version + "||" + now + "|0")),
+			b64(append(real, 'x')),
 		} {
 			_, err := feed.List(context.Background(), c)
 			wantCode(t, "List("+c+")", err, "malformed_request")
+		}
+		// Another feed's key: the cursor is not this feed's.
+		other := auth.NewRevocationFeed(f.st, 15*time.Minute, feedSkew, make([]byte, 32), f.clock.Now, slog.New(slog.DiscardHandler))
+		_, err = other.List(context.Background(), list(t, feed, "").Cursor)
+		wantCode(t, "List(a cursor of a feed with another key)", err, "malformed_request")
+	})
+}
+
+// TestRevocationFeedFarBehind: a cursor more than a thousand entries
+// behind is answered ErrWholeList, one that many behind with its changes.
+func TestRevocationFeedFarBehind(t *testing.T) {
+	forEachDB(t, func(t *testing.T, dbURL string) {
+		f := newFixture(t, dbURL, 0)
+		feed := f.feed()
+		start := list(t, feed, "").Cursor
+		appendKeys := func(n int) {
+			err := f.st.InTx(context.Background(), func(q store.Queries) error {
+				for range n {
+					if err := q.AppendRevocation(context.Background(), store.RevokedKey, "kid-"+strconv.Itoa(rand.IntN(1e9)), f.clock.Now()); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		appendKeys(1000)
+		if got := list(t, feed, start); len(got.Keys) != 1000 {
+			t.Fatalf("List(1,000 entries behind) = %d keys, want 1,000", len(got.Keys))
+		}
+		appendKeys(1)
+		if _, err := feed.List(context.Background(), start); !errors.Is(err, auth.ErrWholeList) {
+			t.Errorf("List(1,001 entries behind) = %v, want ErrWholeList", err)
+		}
+		if got := list(t, feed, ""); len(got.Keys) != 1001 {
+			t.Errorf("List(\"\") = %d keys, want 1,001", len(got.Keys))
 		}
 	})
 }

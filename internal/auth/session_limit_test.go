@@ -62,7 +62,7 @@ func TestSessionLimit(t *testing.T) {
 		if len(evs) != 2 || evs[0].SessionID != pairs["b"].SessionID || dataOf(t, evs[0])["reason"] != "session_limit" {
 			t.Fatalf("audit session.revoked = %+v, want the newest for b's session with reason session_limit", evs)
 		}
-		feed := auth.NewRevocationFeed(f.st, 15*time.Minute, time.Minute, f.clock.Now, nil)
+		feed := auth.NewRevocationFeed(f.st, 15*time.Minute, time.Minute, f.sealer.DeriveSecret("revocation-cursor"), f.clock.Now, nil)
 		list, err := feed.List(ctx, "")
 		if err != nil {
 			t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 
@@ -28,7 +29,8 @@ type revocationsJSON struct {
 }
 
 // revocations serves the revocation feed (API.md section 8): the whole
-// list, or with ?after=<cursor> what was added since. The ETag names the
+// list, or with ?after=<cursor> what was added since (or the whole list:
+// auth.ErrWholeList). The ETag names the
 // cursor the answer carries, which stays the same while nothing is added,
 // so a poll with If-None-Match is answered 304 until something is.
 func (a *API) revocations(w http.ResponseWriter, r *http.Request) {
@@ -40,13 +42,14 @@ func (a *API) revocations(w http.ResponseWriter, r *http.Request) {
 	}
 	var answer feedAnswer
 	var err error
-	if after == "" {
-		// The full list is the same for everyone and can be large: the
+	if after != "" {
+		answer, err = a.readFeed(r.Context(), after)
+	}
+	if after == "" || errors.Is(err, auth.ErrWholeList) {
+		// The whole list is the same for everyone and can be large: the
 		// readers that ask while one is being built share the next one,
 		// one body in memory for all of them.
 		answer, err = a.fullFeed.do(r.Context())
-	} else {
-		answer, err = a.readFeed(r.Context(), after)
 	}
 	if err != nil {
 		a.writeError(w, r, err)

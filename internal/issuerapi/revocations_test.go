@@ -2,6 +2,8 @@ package issuerapi
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -51,7 +53,7 @@ func TestRevocationsHandler(t *testing.T) {
 			st := testdb.Store(t, db.url(t))
 			clk := clocktest.New(time.Date(2026, 1, 2, 3, 4, 5, 600_000_000, time.UTC))
 			log := slog.New(slog.NewTextHandler(io.Discard, nil))
-			a := New(Deps{Revocations: auth.NewRevocationFeed(st, 15*time.Minute, 30*time.Second, clk.Now, log), Logger: log}, Config{})
+			a := New(Deps{Revocations: auth.NewRevocationFeed(st, 15*time.Minute, 30*time.Second, make([]byte, 32), clk.Now, log), Logger: log}, Config{})
 			get := func(query string, headers ...string) *httptest.ResponseRecorder {
 				t.Helper()
 				r := httptest.NewRequest("GET", "/v1/revocations"+query, nil)
@@ -88,6 +90,32 @@ func TestRevocationsHandler(t *testing.T) {
 			}
 			if w := get("?after="+next, "If-None-Match", first.Header().Get("ETag")); w.Code != http.StatusOK {
 				t.Errorf("GET ?after=<latest> with an older ETag = %d, want 200", w.Code)
+			}
+
+			// A cursor more than a thousand entries behind, or older than
+			// the window, is answered with the whole list (built once for
+			// every reader asking at the same time).
+			err := st.InTx(t.Context(), func(q store.Queries) error {
+				for i := range 1001 {
+					if err := q.AppendRevocation(t.Context(), store.RevokedKey, fmt.Sprintf("bulk-%04d", i), clk.Now()); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			whole := get("")
+			if w := get("?after=" + next); w.Code != http.StatusOK || w.Body.String() != whole.Body.String() || strings.Count(w.Body.String(), `"kid"`) != 1002 {
+				t.Errorf("GET ?after=<1,001 entries behind> = %d with %d keys, want 200 and the whole list's 1,002", w.Code, strings.Count(w.Body.String(), `"kid"`))
+			}
+			clk.Advance(15*time.Minute + 30*time.Second)
+			if err := st.AppendRevocation(t.Context(), store.RevokedKey, "kid-2", clk.Now()); err != nil {
+				t.Fatal(err)
+			}
+			if w := get("?after=" + cursorOf(t, whole.Body.String())); w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"kid-2"`) || w.Body.String() != get("").Body.String() {
+				t.Errorf("GET ?after=<older than the window> = %d %s, want 200 and the whole list", w.Code, w.Body)
 			}
 
 			for _, q := range []string{"?after=", "?after=zz%21", "?after=" + next + "&after=" + next} {
@@ -135,8 +163,9 @@ func TestReadmeRevocationsExample(t *testing.T) {
 		}
 	}
 	st := testdb.Store(t, testdb.SQLite(t))
-	feed := auth.NewRevocationFeed(st, 15*time.Minute, 30*time.Second, time.Now, slog.New(slog.DiscardHandler))
-	if _, err := feed.List(t.Context(), v.Cursor); err != nil {
-		t.Errorf("List(README example cursor) = %v, want nil", err)
+	feed := auth.NewRevocationFeed(st, 15*time.Minute, 30*time.Second, make([]byte, 32), time.Now, slog.New(slog.DiscardHandler))
+	// A cursor of the feed: as old as it is, one to read the whole list on.
+	if _, err := feed.List(t.Context(), v.Cursor); !errors.Is(err, auth.ErrWholeList) {
+		t.Errorf("List(README example cursor) = %v, want ErrWholeList", err)
 	}
 }

@@ -147,8 +147,9 @@ func (a *App) api(ctx context.Context, svc *auth.Service, limiter *ratelimit.Lim
 	}
 	// The revocation feed keeps an entry for as long as a verifier allowing
 	// --clock-skew may accept a token issued before it; the entries past
-	// that are pruned every minute until ctx ends.
-	feed := auth.NewRevocationFeed(a.Store, cfg.AccessTokenTTL, cfg.ClockSkew, a.now, a.Log)
+	// that are pruned every minute until ctx ends. Its cursors are
+	// authenticated with a key every replica sharing the KEK derives alike.
+	feed := auth.NewRevocationFeed(a.Store, cfg.AccessTokenTTL, cfg.ClockSkew, a.Sealer.DeriveSecret("revocation-cursor"), a.now, a.Log)
 	go feed.RunPruner(ctx, time.Minute)
 	return issuerapi.New(issuerapi.Deps{
 		Auth:        svc,

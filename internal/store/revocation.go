@@ -51,8 +51,10 @@ type RevocationQueries interface {
 	// MaxExpiresAt is in (max(after.At, notBefore), now], oldest first. It
 	// returns the mark to read from next: Position past the entries read,
 	// At the later of after.At and now. ErrBadMark when after.Position is
-	// not one this backend returned.
-	Revocations(ctx context.Context, after *RevocationMark, notBefore, now time.Time) ([]Revocation, RevocationMark, error)
+	// not one this backend returned. limit > 0 reads at most limit entries,
+	// the first in that order; the mark of a read that returned limit
+	// entries may skip the ones left unread, and is not for reading on.
+	Revocations(ctx context.Context, after *RevocationMark, notBefore, now time.Time, limit int) ([]Revocation, RevocationMark, error)
 	// PruneRevocations deletes at most limit entries revoked before
 	// before, oldest first, and returns how many it deleted.
 	PruneRevocations(ctx context.Context, before time.Time, limit int) (int, error)

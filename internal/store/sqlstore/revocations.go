@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -44,7 +45,7 @@ const (
 
 	feedSQLite = `SELECT '' AS snap, seq, kind, id, at FROM (
 		SELECT kind, id, revoked_at AS at, seq FROM revocations WHERE seq > ? AND revoked_at > ?
-		UNION ALL ` + feedSessionsSQL + `) ORDER BY seq = 0, seq, at, id`
+		UNION ALL ` + feedSessionsSQL + `) ORDER BY seq = 0, seq, at, id LIMIT ?`
 
 	feedPostgres = `SELECT snap.s::text AS snap, COALESCE(r.seq, 0) AS seq, COALESCE(r.kind, '') AS kind,
 			COALESCE(r.id, '') AS id, r.at
@@ -55,13 +56,19 @@ const (
 				AND NOT pg_visible_in_snapshot(txid, ?::text::pg_snapshot)
 			UNION ALL ` + feedSessionsSQL + `
 		) r ON true
-		ORDER BY r.seq = 0, r.seq, r.at, r.id`
+		ORDER BY r.seq = 0, r.seq, r.at, r.id LIMIT ?`
 )
 
 // nothingSeen is the PostgreSQL snapshot before every transaction.
 const nothingSeen = "1:1:"
 
-func (q *queries) Revocations(ctx context.Context, after *store.RevocationMark, notBefore, now time.Time) ([]store.Revocation, store.RevocationMark, error) {
+func (q *queries) Revocations(ctx context.Context, after *store.RevocationMark, notBefore, now time.Time, limit int) ([]store.Revocation, store.RevocationMark, error) {
+	rowLimit := int64(math.MaxInt64)
+	if limit > 0 {
+		// PostgreSQL's row for the snapshot alone comes only when no entry
+		// does, so limit rows hold limit entries either way.
+		rowLimit = int64(limit)
+	}
 	var mark store.RevocationMark
 	position, since := "", notBefore
 	if after != nil {
@@ -84,7 +91,7 @@ func (q *queries) Revocations(ctx context.Context, after *store.RevocationMark, 
 			return nil, store.RevocationMark{}, err
 		}
 		if err := q.selectAll(ctx, &rows, feedPostgres, ts(notBefore), position, position,
-			ts(since), ts(now)); err != nil {
+			ts(since), ts(now), rowLimit); err != nil {
 			return nil, store.RevocationMark{}, err
 		}
 	} else {
@@ -95,7 +102,7 @@ func (q *queries) Revocations(ctx context.Context, after *store.RevocationMark, 
 				return nil, store.RevocationMark{}, fmt.Errorf("%w: %q is not a sequence number", store.ErrBadMark, position)
 			}
 		}
-		if err := q.selectAll(ctx, &rows, feedSQLite, seq, ts(notBefore), ts(since), ts(now)); err != nil {
+		if err := q.selectAll(ctx, &rows, feedSQLite, seq, ts(notBefore), ts(since), ts(now), rowLimit); err != nil {
 			return nil, store.RevocationMark{}, err
 		}
 		mark.Position = strconv.FormatInt(seq, 10)

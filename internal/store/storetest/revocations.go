@@ -22,6 +22,7 @@ var revocationTests = []subtest{
 	{"NotBeforeHidesOldEntries", testRevocationNotBefore},
 	{"Prune", testRevocationPrune},
 	{"BadMark", testRevocationBadMark},
+	{"Limit", testRevocationLimit},
 }
 
 // feedWindow is the feed window of these tests: an access-token TTL plus skew.
@@ -30,7 +31,7 @@ const feedWindow = 15*time.Minute + 30*time.Second
 // feed reads the revocation feed at t0 after mark (nil: all of it).
 func feed(t *testing.T, q store.Queries, after *store.RevocationMark) ([]store.Revocation, store.RevocationMark) {
 	t.Helper()
-	got, mark, err := q.Revocations(t.Context(), after, at(-feedWindow), t0)
+	got, mark, err := q.Revocations(t.Context(), after, at(-feedWindow), t0, 0)
 	if err != nil {
 		t.Fatalf("Revocations(%+v) = %v, want nil", after, err)
 	}
@@ -234,7 +235,7 @@ func testRevocationCommitOrder(t *testing.T, s store.Store) {
 			return err
 		}
 		var err error
-		seen, mark, err = s.Revocations(ctx, nil, at(-feedWindow), t0)
+		seen, mark, err = s.Revocations(ctx, nil, at(-feedWindow), t0, 0)
 		return err
 	})
 	if err != nil {
@@ -284,15 +285,17 @@ func doneOrBlocked(ctx context.Context, s store.Store, done chan error) error {
 	}
 }
 
+// ends makes a session that reached its absolute end at at(d).
+func ends(d time.Duration) func(*store.Session) {
+	return func(s *store.Session) {
+		s.CreatedAt, s.LastUsedAt = at(d-24*time.Hour), at(d-time.Hour)
+		s.ExpiresAt, s.MaxExpiresAt = at(d), at(d)
+	}
+}
+
 func testRevocationLifetimeEnd(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	u := newUser(t, s)
-	ends := func(d time.Duration) func(*store.Session) {
-		return func(s *store.Session) {
-			s.CreatedAt, s.LastUsedAt = at(d-24*time.Hour), at(d-time.Hour)
-			s.ExpiresAt, s.MaxExpiresAt = at(d), at(d)
-		}
-	}
 	ended := newSession(t, s, u.ID, ends(-5*time.Minute))
 	endedNow := newSession(t, s, u.ID, ends(0))
 	newSession(t, s, u.ID, ends(-feedWindow)) // ended before the window
@@ -311,7 +314,7 @@ func testRevocationLifetimeEnd(t *testing.T, s store.Store) {
 
 	// Later: only what ended since the mark.
 	later := newSession(t, s, u.ID, ends(time.Minute))
-	got, next, err := s.Revocations(ctx, &mark, at(time.Minute-feedWindow), at(2*time.Minute))
+	got, next, err := s.Revocations(ctx, &mark, at(time.Minute-feedWindow), at(2*time.Minute), 0)
 	wantErr(t, "Revocations(mark) two minutes later", err, nil)
 	checkFeed(t, "Revocations(mark) two minutes later", got, []store.Revocation{entry(store.RevokedSession, later.ID, at(time.Minute))})
 	if !next.At.Equal(at(2 * time.Minute)) {
@@ -319,7 +322,7 @@ func testRevocationLifetimeEnd(t *testing.T, s store.Store) {
 	}
 	// A reader whose clock is behind the mark's reads nothing twice and
 	// keeps the mark's time.
-	got, back, err := s.Revocations(ctx, &next, at(-feedWindow), t0)
+	got, back, err := s.Revocations(ctx, &next, at(-feedWindow), t0, 0)
 	wantErr(t, "Revocations(mark) with an earlier now", err, nil)
 	checkFeed(t, "Revocations(mark) with an earlier now", got, nil)
 	if !back.At.Equal(next.At) {
@@ -329,7 +332,7 @@ func testRevocationLifetimeEnd(t *testing.T, s store.Store) {
 	if _, err := revokeSession(t, s, later.ID, "logout", at(3*time.Minute)); err != nil {
 		t.Fatalf("RevokeSession(ended) = %v", err)
 	}
-	got, _, err = s.Revocations(ctx, nil, at(3*time.Minute-feedWindow), at(3*time.Minute))
+	got, _, err = s.Revocations(ctx, nil, at(3*time.Minute-feedWindow), at(3*time.Minute), 0)
 	wantErr(t, "Revocations three minutes later", err, nil)
 	checkFeed(t, "Revocations three minutes later", got, []store.Revocation{
 		entry(store.RevokedSession, revoked.ID, at(-10*time.Minute)),
@@ -369,7 +372,7 @@ func testRevocationPrune(t *testing.T, s store.Store) {
 		t.Fatalf("PruneRevocations(limit 3) again = %d, %v; want 2, nil", n, err)
 	}
 	// What is left is kept: one hour earlier, it is still in the feed.
-	got, mark, err := s.Revocations(ctx, nil, at(-time.Hour*2), t0)
+	got, mark, err := s.Revocations(ctx, nil, at(-time.Hour*2), t0, 0)
 	wantErr(t, "Revocations after pruning", err, nil)
 	checkFeed(t, "Revocations after pruning", got, []store.Revocation{entry(store.RevokedKey, "fresh", at(-feedWindow))})
 
@@ -386,7 +389,39 @@ func testRevocationPrune(t *testing.T, s store.Store) {
 
 func testRevocationBadMark(t *testing.T, s store.Store) {
 	for _, pos := range []string{"x", "-1", "1:", "9:1:", "1:9:12,", "1:9:5,3", " 1", strings.Repeat("9", 30)} {
-		_, _, err := s.Revocations(t.Context(), &store.RevocationMark{Position: pos, At: t0}, at(-feedWindow), t0)
+		_, _, err := s.Revocations(t.Context(), &store.RevocationMark{Position: pos, At: t0}, at(-feedWindow), t0, 0)
 		wantErr(t, fmt.Sprintf("Revocations(position %q)", pos), err, store.ErrBadMark)
 	}
+}
+
+// testRevocationLimit: a limited read returns the first entries in the
+// feed's order, entries before sessions reaching their end, and a read
+// that comes back short of its limit gives a mark to read on from.
+func testRevocationLimit(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	u := newUser(t, s)
+	ended := newSession(t, s, u.ID, ends(-time.Minute))
+	var want []store.Revocation
+	for i := range 4 {
+		kid := fmt.Sprintf("kid-%d", i)
+		if err := s.AppendRevocation(ctx, store.RevokedKey, kid, at(-time.Duration(i)*time.Minute)); err != nil {
+			t.Fatalf("AppendRevocation(%s) = %v", kid, err)
+		}
+		want = append(want, entry(store.RevokedKey, kid, at(-time.Duration(i)*time.Minute)))
+	}
+	want = append(want, entry(store.RevokedSession, ended.ID, at(-time.Minute)))
+	for _, limit := range []int{1, 3, 5, 6} {
+		got, _, err := s.Revocations(ctx, nil, at(-feedWindow), t0, limit)
+		wantErr(t, fmt.Sprintf("Revocations(limit %d)", limit), err, nil)
+		checkFeed(t, fmt.Sprintf("Revocations(limit %d)", limit), got, want[:min(limit, len(want))])
+	}
+	all, mark, err := s.Revocations(ctx, nil, at(-feedWindow), t0, len(want)+1)
+	wantErr(t, "Revocations(limit past the entries)", err, nil)
+	checkFeed(t, "Revocations(limit past the entries)", all, want)
+	if err := s.AppendRevocation(ctx, store.RevokedKey, "later", t0); err != nil {
+		t.Fatalf("AppendRevocation(later) = %v", err)
+	}
+	got, _, err := s.Revocations(ctx, &mark, at(-feedWindow), t0, 1)
+	wantErr(t, "Revocations(mark, limit 1)", err, nil)
+	checkFeed(t, "Revocations(mark, limit 1)", got, []store.Revocation{entry(store.RevokedKey, "later", t0)})
 }
