@@ -107,14 +107,14 @@ func TestRevocationsHandler(t *testing.T) {
 				t.Fatal(err)
 			}
 			whole := get("")
-			if w := get("?after=" + next); w.Code != http.StatusOK || w.Body.String() != whole.Body.String() || strings.Count(w.Body.String(), `"kid"`) != 1002 {
+			if w := get("?after=" + next); w.Code != http.StatusOK || entriesOf(w.Body.String()) != entriesOf(whole.Body.String()) || strings.Count(w.Body.String(), `"kid"`) != 1002 {
 				t.Errorf("GET ?after=<1,001 entries behind> = %d with %d keys, want 200 and the whole list's 1,002", w.Code, strings.Count(w.Body.String(), `"kid"`))
 			}
 			clk.Advance(15*time.Minute + 30*time.Second)
 			if err := st.AppendRevocation(t.Context(), store.RevokedKey, "kid-2", clk.Now()); err != nil {
 				t.Fatal(err)
 			}
-			if w := get("?after=" + cursorOf(t, whole.Body.String())); w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"kid-2"`) || w.Body.String() != get("").Body.String() {
+			if w := get("?after=" + cursorOf(t, whole.Body.String())); w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"kid-2"`) || entriesOf(w.Body.String()) != entriesOf(get("").Body.String()) {
 				t.Errorf("GET ?after=<older than the window> = %d %s, want 200 and the whole list", w.Code, w.Body)
 			}
 
@@ -126,6 +126,13 @@ func TestRevocationsHandler(t *testing.T) {
 			}
 		})
 	}
+}
+
+// entriesOf is an answer without its cursor, which on PostgreSQL holds
+// the read's snapshot and so differs between two reads of the same list.
+func entriesOf(body string) string {
+	entries, _, _ := strings.Cut(body, `"cursor":`)
+	return entries
 }
 
 func cursorOf(t *testing.T, body string) string {
