@@ -153,7 +153,8 @@ func (a *API) limit(rules []rateRule, next http.Handler) http.Handler {
 }
 
 // writeLimitError answers a request whose limit could not be checked: 503
-// when a fail-closed limit's store is down, 499 (writeError) when the
+// when a fail-closed limit's store is down or any limit's store is too busy
+// (ratelimit.ErrBusy), 499 (writeError) when the
 // client hung up.
 func (a *API) writeLimitError(w http.ResponseWriter, r *http.Request, err error) {
 	if errors.Is(err, ratelimit.ErrStore) {

@@ -3,6 +3,7 @@ package ratelimit_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -200,6 +201,47 @@ func TestStoreFailurePolicy(t *testing.T) {
 		if got := counterValue(t, reg, "issuer_rate_limit_store_errors_total", map[string]string{"limit": name, "fail": fail}); got != 1 {
 			t.Errorf("issuer_rate_limit_store_errors_total{limit=%q,fail=%q} = %v, want 1", name, fail, got)
 		}
+	}
+}
+
+// busyStore is a store whose every connection is busy: the issuer's own
+// overload (ratelimit.ErrBusy).
+type busyStore struct{ brokenStore }
+
+func (busyStore) Take(context.Context, string, ratelimit.Limit, time.Time) (ratelimit.Result, error) {
+	return ratelimit.Result{}, fmt.Errorf("redis take: %w", ratelimit.ErrBusy)
+}
+
+// TestBusyStoreRefusesEveryLimit: a store too busy to take the call is
+// the issuer's overload, not an outage: every limit refuses, the fail-open
+// ones too (letting them through let a burst of concurrent requests pass
+// them), and so does every later call of the same request.
+func TestBusyStoreRefusesEveryLimit(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	l, err := ratelimit.New(busyStore{}, nil, time.Now, discard(), reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range ratelimit.Defaults() {
+		if d, err := l.Allow(context.Background(), name, "x"); !errors.Is(err, ratelimit.ErrStore) || d.Allowed {
+			t.Errorf("Allow(%s) with every connection busy = %+v, %v; want ratelimit.ErrStore", name, d, err)
+		}
+		if got := counterValue(t, reg, "issuer_rate_limit_store_errors_total", map[string]string{"limit": name, "fail": "closed"}); got != 1 {
+			t.Errorf("issuer_rate_limit_store_errors_total{limit=%q,fail=closed} = %v, want 1", name, got)
+		}
+	}
+	// One request: its first call finds the store busy, its second (on a
+	// fail-open limit) fails at once, and is refused as busy too.
+	ctx := l.FailFast(context.Background())
+	if _, err := l.Allow(ctx, ratelimit.Login, "x"); !errors.Is(err, ratelimit.ErrBusy) {
+		t.Fatalf("first call = %v, want ErrBusy", err)
+	}
+	swapped, err := ratelimit.New(brokenStore{}, nil, time.Now, discard(), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err := swapped.Allow(ctx, ratelimit.PasswordForgot, "x"); !errors.Is(err, ratelimit.ErrStore) || !errors.Is(err, ratelimit.ErrBusy) || d.Allowed {
+		t.Errorf("a later call of the request on a fail-open limit = %+v, %v; want refused as busy", d, err)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -227,6 +228,36 @@ func TestCallsNobodyWaitsForNeverStart(t *testing.T) {
 	cmds := rec.commands()
 	if n := len(cmds) - len(slices.DeleteFunc(slices.Clone(cmds), func(c string) bool { return c == "EVALSHA" })); n != 2 {
 		t.Errorf("EVALSHA sent %d times (commands %q), want the first call's and the third's", n, cmds)
+	}
+}
+
+// A call that finds every connection busy for the whole timeout is
+// ratelimit.ErrBusy: the issuer's overload, which every limit refuses,
+// not a store failure, which fail-open limits let through. And the pool a
+// URL without pool_size gets is sized for a Redis some way off.
+func TestBusyIsNotAFailure(t *testing.T) {
+	hold, held := make(chan struct{}), make(chan struct{}, 1)
+	u, _ := testdb.RedisRelay(t, func(client io.Reader, redis io.Writer) {
+		io.Copy(holdWrites{w: redis, until: hold, held: held}, client)
+	})
+	st := open(t, strings.Replace(u, "?", "?pool_size=1&", 1), 300*time.Millisecond)
+	l := ratelimit.Limit{Count: 10, Period: time.Minute}
+	first := make(chan error, 1)
+	go func() { _, err := st.Take(context.Background(), "a", l, time.Now()); first <- err }()
+	<-held // the first call holds the one connection
+	if _, err := st.Take(context.Background(), "b", l, time.Now()); !errors.Is(err, ratelimit.ErrBusy) {
+		t.Errorf("a call while the one connection stays held = %v, want ratelimit.ErrBusy", err)
+	}
+	close(hold)
+	if err := <-first; err == nil || errors.Is(err, ratelimit.ErrBusy) {
+		t.Errorf("the call that held the connection past the timeout = %v, want a timeout, not ErrBusy", err)
+	}
+	opt, _, err := redisstore.Options("redis://cache/0", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 100 * runtime.GOMAXPROCS(0); opt.PoolSize != want || opt.ReadBufferSize != 4<<10 || opt.WriteBufferSize != 4<<10 {
+		t.Errorf("default pool %d, buffers %d/%d; want %d connections of 4 KiB buffers", opt.PoolSize, opt.ReadBufferSize, opt.WriteBufferSize, want)
 	}
 }
 
