@@ -374,6 +374,10 @@ func testReadmeForwardAuth(t *testing.T, v *verifierProc, id identity, a *app, b
 			{"refresh and CSRF cookies beside a bearer token", "/private",
 				http.Header{"Cookie": {secrets}, "Authorization": {"Bearer " + tok}}, nil},
 			{"refresh and CSRF cookies on a public path", "/healthz", http.Header{"Cookie": {secrets}}, nil},
+			// A browser's jar: nginx refused the verifier's answer (500)
+			// past its 4 KiB buffer when it carried the cookies twice.
+			{"a 6 KB jar with the refresh cookie", "/healthz", http.Header{"Cookie": {"big=" + strings.Repeat("x", 6000) + "; " + secrets}},
+				[]string{"big=" + strings.Repeat("x", 6000)}},
 		} {
 			r := request(t, "GET", base+tc.path, tc.h)
 			wantStatus(t, "GET "+tc.path+" with "+tc.name, r, http.StatusOK)

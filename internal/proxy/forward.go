@@ -112,11 +112,13 @@ const headerEnvoyRemove = "X-Envoy-Auth-Headers-To-Remove"
 // setAppCookies writes what the proxy is to forward to the app as its
 // Cookie header: X-Auth-Cookie always (copied by name, even when empty,
 // so Caddy's copy_headers never leaves the client's in place or writes
-// its placeholder's text); Cookie itself only when a cookie is left, for
-// the proxies that cannot rename a header (Traefik's authResponseHeaders
-// deletes the client's Cookie and copies ours if we send one; Envoy's
-// allowed_upstream_headers replaces it); and, when none is left, Envoy's
-// instruction to delete the client's.
+// its placeholder's text); Cookie itself only when a cookie is left, and
+// only for the proxies that cannot rename a header (Traefik's
+// authResponseHeaders deletes the client's Cookie and copies ours if we
+// send one; Envoy's allowed_upstream_headers replaces it): sent to nginx
+// too, the two copies of a 1.9 KB cookie jar took the answer's head past
+// nginx's default 4 KiB buffer, and every request answered 500; and, when
+// none is left, Envoy's instruction to delete the client's.
 func (f *ForwardAuth) setAppCookies(h http.Header, req http.Header) {
 	app := http.Header{"Cookie": req.Values("Cookie")}
 	StripCookies(app, f.hiddenCookies...)
@@ -128,7 +130,9 @@ func (f *ForwardAuth) setAppCookies(h http.Header, req http.Header) {
 		h[headerEnvoyRemove] = []string{"cookie"}
 		return
 	}
-	h["Cookie"] = []string{cookie}
+	if f.cfg.ForwardHeaders == ForwardHeadersTraefik || f.cfg.ForwardHeaders == ForwardHeadersEnvoy {
+		h["Cookie"] = []string{cookie}
+	}
 }
 
 func (f *ForwardAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -201,10 +205,19 @@ func agree(h http.Header, names []string, want string, self bool, eq func(a, b s
 }
 
 // escapedPathOf returns the path of a request URI as sent; a URI that does
-// not parse yields "", which no public path matches.
+// not parse yields "", which no public path matches. So does one with a
+// "#": a request target has no fragment, and the proxy in front passes the
+// URI to the app as it came, where Go's server keeps the "#" in the path
+// and path.Clean resolves what follows it: cut at the "#",
+// "/static/a.css#/../../admin/secret.txt" was judged as the public
+// "/static/a.css" while a Go file server behind nginx served
+// /admin/secret.txt without a token.
 func escapedPathOf(uri string) string {
-	if i := strings.IndexAny(uri, "?#"); i >= 0 {
+	if i := strings.IndexByte(uri, '?'); i >= 0 {
 		uri = uri[:i]
+	}
+	if strings.ContainsRune(uri, '#') {
+		return ""
 	}
 	u, err := url.ParseRequestURI(uri)
 	if err != nil || u.Opaque != "" || u.Host != "" {

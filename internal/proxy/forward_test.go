@@ -82,6 +82,10 @@ func TestForwardAuthHeaderContract(t *testing.T) {
 		// nginx: X-Original-URI and X-Original-Method, set by proxy_set_header.
 		{"nginx: public X-Original-URI", servers["nginx"], "GET", "/", http.Header{"X-Original-Uri": {"/public/a.css"}}, 200, ""},
 		{"nginx: private X-Original-URI, no token", servers["nginx"], "GET", "/", http.Header{"X-Original-Uri": {"/admin"}}, 401, ""},
+		// A "#" in the URI: the app behind resolves what follows it.
+		{"nginx: public X-Original-URI with a fragment", servers["nginx"], "GET", "/", http.Header{"X-Original-Uri": {"/public/a.css#/../../admin"}}, 401, ""},
+		{"nginx: public X-Original-URI with a fragment after a query", servers["nginx"], "GET", "/", http.Header{"X-Original-Uri": {"/public/a.css?x#/../../admin"}}, 200, ""},
+		{"traefik: public X-Forwarded-Uri with a fragment", servers["traefik"], "GET", "/", http.Header{"X-Forwarded-Uri": {"/public/a.css#/../../admin"}}, 401, ""},
 		{"nginx: client's X-Forwarded-Uri disagrees", servers["nginx"], "GET", "/", http.Header{"X-Original-Uri": {"/admin"}, "X-Forwarded-Uri": {"/public/a.css"}}, 401, ""},
 		{"nginx: client's X-Forwarded-Uri alone is not believed", servers["nginx"], "GET", "/", http.Header{"X-Forwarded-Uri": {"/public/a.css"}}, 401, ""},
 		{"nginx: agreeing forms", servers["nginx"], "GET", "/", http.Header{"X-Original-Uri": {"/public/a.css"}, "X-Forwarded-Uri": {"/public/a.css"}}, 200, ""},
@@ -279,5 +283,27 @@ func TestForwardAuthAppCookies(t *testing.T) {
 				t.Errorf("X-Envoy-Auth-Headers-To-Remove = %q, want %q", got, want)
 			}
 		})
+	}
+}
+
+// TestForwardAuthCookieCopies: the app's cookies come back once for the
+// proxies that copy X-Auth-Cookie (nginx, Caddy) and also as Cookie for
+// those that cannot rename a header (Traefik, Envoy). Twice, a 1.9 KB jar
+// took the answer past nginx's default 4 KiB buffer: every request 500.
+func TestForwardAuthCookieCopies(t *testing.T) {
+	ks := verifytest.NewKeySet(t)
+	tok := ks.Mint(t, verifytest.Claims{Subject: "user-1", Role: "member"})
+	for contract, wantCookie := range map[proxy.ForwardHeaders]bool{
+		proxy.ForwardHeadersNginx: false, proxy.ForwardHeadersCaddy: false,
+		proxy.ForwardHeadersTraefik: true, proxy.ForwardHeadersEnvoy: true,
+	} {
+		srv := forwardAuthServer(t, ks, contract, true)
+		resp := send(t, "GET", srv.URL+"/x", http.Header{"Authorization": {"Bearer " + tok}, "Cookie": {"a=1"}})
+		if resp.StatusCode != http.StatusOK || resp.Header.Get(proxy.HeaderAppCookie) != "a=1" {
+			t.Errorf("%s: %d, %s %q; want 200 and a=1", contract, resp.StatusCode, proxy.HeaderAppCookie, resp.Header.Get(proxy.HeaderAppCookie))
+		}
+		if got := resp.Header.Values("Cookie"); wantCookie != (len(got) == 1 && got[0] == "a=1") || !wantCookie && len(got) != 0 {
+			t.Errorf("%s: Cookie = %q, want it only for the proxies that cannot rename a header (%t)", contract, got, wantCookie)
+		}
 	}
 }
