@@ -56,3 +56,28 @@ func TestServerWideOptions(t *testing.T) {
 		t.Errorf("requests reaching the app = %d, want 0", got)
 	}
 }
+
+// TestForwardAuthJudgesServerWideOptions: in forward-auth mode a 200 means
+// "allowed", so OPTIONS * is judged as any request: without a token, 401.
+// It was answered 200 as a question about the server.
+func TestForwardAuthJudgesServerWideOptions(t *testing.T) {
+	_, jwks := keySetFile(t)
+	v := startVerifier(t, "--jwks-file", jwks, "--mode", "forward-auth", "--forward-auth-headers", "envoy")
+	conn, err := net.Dial("tcp", strings.TrimPrefix(v.base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.Write([]byte("OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("forward-auth OPTIONS * without a token = %d, want 401", resp.StatusCode)
+	}
+}

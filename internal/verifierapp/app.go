@@ -191,7 +191,12 @@ func Serve(ctx context.Context, cfg config.Verifier, log *slog.Logger, extra ...
 	if err != nil {
 		return err
 	}
-	h = httpserver.RequestID(httpserver.AccessLog(log, httpserver.Recover(log, httpserver.ServerOptions(h))))
+	if cfg.Mode == config.ModeProxy {
+		// Forward-auth judges OPTIONS * as any request: its 200 means
+		// "allowed", and came for one without a token.
+		h = httpserver.ServerOptions(h)
+	}
+	h = httpserver.RequestID(httpserver.AccessLog(log, httpserver.Recover(log, h)))
 	// The verifier proxies uploads of any length: a body is bounded by
 	// how long it may stall and how slowly it may trickle, not by how
 	// long it takes.
