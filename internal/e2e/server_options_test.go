@@ -27,20 +27,7 @@ func TestServerWideOptions(t *testing.T) {
 		p    *proc
 	}{{"verifier", v.base, v.proc}, {"issuer", is.base, is.proc}} {
 		t.Run(s.name, func(t *testing.T) {
-			conn, err := net.Dial("tcp", strings.TrimPrefix(s.base, "http://"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close()
-			if _, err := conn.Write([]byte("OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
-				t.Fatal(err)
-			}
-			conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
+			resp := optionsStar(t, s.base)
 			id := resp.Header.Get("X-Request-Id")
 			if resp.StatusCode != http.StatusOK || id == "" {
 				t.Fatalf("OPTIONS * = %d, X-Request-Id %q; want 200 and an id", resp.StatusCode, id)
@@ -63,7 +50,16 @@ func TestServerWideOptions(t *testing.T) {
 func TestForwardAuthJudgesServerWideOptions(t *testing.T) {
 	_, jwks := keySetFile(t)
 	v := startVerifier(t, "--jwks-file", jwks, "--mode", "forward-auth", "--forward-auth-headers", "envoy")
-	conn, err := net.Dial("tcp", strings.TrimPrefix(v.base, "http://"))
+	if resp := optionsStar(t, v.base); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("forward-auth OPTIONS * without a token = %d, want 401", resp.StatusCode)
+	}
+}
+
+// optionsStar sends OPTIONS * to base (which Go's client cannot send) and
+// returns the answer, its body closed.
+func optionsStar(t *testing.T, base string) *http.Response {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +73,5 @@ func TestForwardAuthJudgesServerWideOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusUnauthorized {
-		t.Errorf("forward-auth OPTIONS * without a token = %d, want 401", resp.StatusCode)
-	}
+	return resp
 }
