@@ -50,12 +50,21 @@ func isAuthHeader(name string) bool { return headerNamed(name, "x-auth-", true) 
 // The forwarding headers follow, in the spellings the proxy does not
 // itself replace: X-Forwarded-For, -Host and -Proto and Forwarded with
 // '_' (CGI-style servers read X_Forwarded_For as X-Forwarded-For), and
-// X-Real-IP, which many apps take for the client's address.
+// X-Real-IP, which many apps take for the client's address. Then the
+// other scheme, port, host and address headers frameworks believe from a
+// front proxy: X-Forwarded-Ssl and -Scheme (Rack takes "X-Forwarded-Ssl:
+// on" for HTTPS ahead of the X-Forwarded-Proto the proxy sets),
+// X-Forwarded-Port (Rack and Spring build URLs with it), -Server,
+// X-Original-Host, and True-Client-IP, X-Client-IP and
+// X-Cluster-Client-IP (CDN and load-balancer spellings of the client's
+// address).
 var untrustedOnly = []string{
 	"x-original-url", "x-rewrite-url", "x-forwarded-prefix", "x-script-name",
 	"x-forwarded-uri", "x-original-uri", "x-original-path", "x-envoy-original-path",
 	"x-forwarded-path",
 	"x-forwarded-for", "x-forwarded-host", "x-forwarded-proto", "forwarded", "x-real-ip",
+	"x-forwarded-ssl", "x-forwarded-scheme", "x-forwarded-port", "x-forwarded-server",
+	"x-original-host", "true-client-ip", "x-client-ip", "x-cluster-client-ip",
 }
 
 // stripUntrusted deletes the untrustedOnly headers in either spelling

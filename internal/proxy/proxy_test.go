@@ -288,7 +288,8 @@ func TestProxyForwardedFor(t *testing.T) {
 // of the request line reach it only from a trusted proxy: from anyone else
 // "/public/a.css" with "X-Original-URL: /admin" would be the app's /admin.
 // So do the spellings of the forwarding headers the proxy does not set
-// itself, and X-Real-IP, which apps take for the client's address.
+// itself, X-Real-IP, which apps take for the client's address, and the
+// other scheme, port, host and address headers frameworks believe.
 func TestProxyPathOverrides(t *testing.T) {
 	overrides := map[string]string{
 		"X-Original-URL": "/admin", "X_Rewrite_URL": "/admin", "x-forwarded-prefix": "/admin",
@@ -296,6 +297,9 @@ func TestProxyPathOverrides(t *testing.T) {
 		"X-Script-Name": "/public", "X-Original-Path": "/admin", "x-envoy-original-path": "/admin",
 		"X_Forwarded_For": "6.6.6.6", "X_Forwarded_Host": "admin.internal", "x_forwarded_proto": "https",
 		"X-Real-Ip": "6.6.6.6", "x_real_ip": "6.6.6.6",
+		"X-Forwarded-Ssl": "on", "X-Forwarded-Scheme": "https", "X-Forwarded-Port": "443",
+		"X-Forwarded-Server": "admin.internal", "X-Original-Host": "admin.internal",
+		"True-Client-Ip": "6.6.6.6", "X-Client-Ip": "6.6.6.6", "X-Cluster-Client-Ip": "6.6.6.6",
 	}
 	for _, tc := range []struct {
 		name    string
