@@ -140,11 +140,12 @@ func TestRateLimitsRedisShared(t *testing.T) {
 }
 
 // Redis stopped mid-run: the fail-closed login answers 503
-// rate_limit_unavailable, the fail-open register and refresh pass; once
-// Redis is back the limits count again.
+// rate_limit_unavailable, the fail-open register and refresh pass, counted
+// by the issuer itself (the third registration from the address is 429);
+// once Redis is back the limits count there again.
 func TestRateLimitsRedisOutage(t *testing.T) {
 	rs := startRedis(t, "")
-	is := startIssuer(t, testdb.SQLite(t), "--rate-limit-store", rs.url(), "--rate-limit-store-timeout", "200ms", "--rate-limit", "login=3/1m")
+	is := startIssuer(t, testdb.SQLite(t), "--rate-limit-store", rs.url(), "--rate-limit-store-timeout", "200ms", "--rate-limit", "login=3/1m", "--rate-limit", "register=2/1h")
 	if strings.Contains(is.logs.String(), redisNotAnswering) {
 		t.Errorf("the issuer warned %q on a Redis that is up:\n%s", redisNotAnswering, is.logs.String())
 	}
@@ -160,7 +161,10 @@ func TestRateLimitsRedisOutage(t *testing.T) {
 	if r.header.Get("Retry-After") == "" {
 		t.Errorf("login with Redis down: no Retry-After")
 	}
-	wantStatus(t, "register with Redis down", postJSON(t, is.base+"/v1/register", loginBody(uniqueEmail(), strongPassword)), http.StatusCreated)
+	for i := 1; i <= 2; i++ {
+		wantStatus(t, fmt.Sprintf("register #%d with Redis down", i), postJSON(t, is.base+"/v1/register", loginBody(uniqueEmail(), strongPassword)), http.StatusCreated)
+	}
+	want429(t, "register #3 with Redis down", postJSON(t, is.base+"/v1/register", loginBody(uniqueEmail(), strongPassword)), 2)
 	r = postJSON(t, is.base+"/v1/refresh", fmt.Sprintf(`{"refresh_token":%q}`, rt))
 	wantStatus(t, "refresh with Redis down", r, http.StatusOK)
 

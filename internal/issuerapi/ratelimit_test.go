@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -312,6 +313,43 @@ func TestRequestWaitsOnTheStoreOnce(t *testing.T) {
 		if !strings.Contains(e, want[i]) {
 			t.Errorf("logged error %d = %q, want it to say %q", i+1, e, want[i])
 		}
+	}
+}
+
+// A burst of requests whose store calls all time out (Redis silent, or
+// its connections still being opened) passes a fail-open limit no more
+// than the limit allows: each replica counts them itself. Before, all 20
+// ran, and a probe put 100 reset mails into one account's outbox with
+// 100 concurrent requests after a Redis restart.
+func TestSilentStoreBurstPassesOnlyTheLimit(t *testing.T) {
+	st, err := redisstore.Open(testdb.HangingRedis(t), 200*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	a := limitedAPI(t, st, "password_forgot=5/15m", "password_forgot_email=1000/1h")
+	h := func(next http.Handler) http.Handler { return a.limit(routeLimits(t, "POST /v1/password/forgot"), next) }
+	const burst = 20
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		ran    int
+		status = map[int]int{}
+	)
+	for range burst {
+		wg.Go(func() {
+			w, did, _ := post(h, "198.51.100.1", `{"email":"owner@example.com"}`)
+			mu.Lock()
+			defer mu.Unlock()
+			status[w.Code]++
+			if did {
+				ran++
+			}
+		})
+	}
+	wg.Wait()
+	if ran != 5 || status[http.StatusOK] != 5 || status[http.StatusTooManyRequests] != burst-5 {
+		t.Errorf("%d concurrent forgot-password requests from one address with Redis silent: %d ran, statuses %v; want 5 run (the limit), the rest 429", burst, ran, status)
 	}
 }
 

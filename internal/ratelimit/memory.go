@@ -2,8 +2,10 @@ package ratelimit
 
 import (
 	"context"
+	"errors"
 	"hash/maphash"
 	"sync"
+	"sync/atomic"
 )
 
 // Memory is an in-process Store, for the single-instance embedded default:
@@ -11,14 +13,22 @@ import (
 type Memory struct{ *GCRA }
 
 // NewMemory returns an empty in-process store.
-func NewMemory() *Memory { return &Memory{NewGCRA(newMemoryTable())} }
+func NewMemory() *Memory { return &Memory{NewGCRA(newMemoryTable(0))} }
 
 // memoryTable is an in-process TATStore. Keys are spread over shards so
 // concurrent checks of different keys rarely contend.
 type memoryTable struct {
 	seed   maphash.Seed
 	shards [32]memoryShard
+
+	// maxKeys, when above 0, bounds the keys held at once: a take of a
+	// new key beyond it fails with errTableFull. keys counts them.
+	maxKeys int64
+	keys    atomic.Int64
 }
+
+// errTableFull is a take of a new key in a memoryTable that holds maxKeys.
+var errTableFull = errors.New("ratelimit: in-process table full")
 
 type memoryShard struct {
 	mu   sync.Mutex
@@ -34,8 +44,8 @@ var (
 	_ TATStore = (*memoryTable)(nil)
 )
 
-func newMemoryTable() *memoryTable {
-	m := &memoryTable{seed: maphash.MakeSeed()}
+func newMemoryTable(maxKeys int64) *memoryTable {
+	m := &memoryTable{seed: maphash.MakeSeed(), maxKeys: maxKeys}
 	for i := range m.shards {
 		m.shards[i].keys = map[string]memoryKey{}
 	}
@@ -51,7 +61,13 @@ func (m *memoryTable) TakeRateLimit(_ context.Context, key string, now, interval
 	s := m.shard(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	k := s.keys[key]
+	k, found := s.keys[key]
+	if !found && m.maxKeys > 0 {
+		if m.keys.Add(1) > m.maxKeys {
+			m.keys.Add(-1)
+			return 0, 0, false, errTableFull
+		}
+	}
 	k.seen = max(k.seen, now)
 	tat := max(k.tat, k.seen)
 	allowed := tat+interval-k.seen <= period
@@ -68,13 +84,16 @@ func (m *memoryTable) SweepRateLimits(_ context.Context, now int64) (int64, erro
 	for i := range m.shards {
 		s := &m.shards[i]
 		s.mu.Lock()
+		var swept int64
 		for k, v := range s.keys {
 			if v.tat < now {
 				delete(s.keys, k)
-				n++
+				swept++
 			}
 		}
 		s.mu.Unlock()
+		m.counted(-swept)
+		n += swept
 	}
 	return n, nil
 }
@@ -84,8 +103,18 @@ func (m *memoryTable) ResetRateLimit(_ context.Context, key string) error {
 	s := m.shard(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.keys, key)
+	if _, found := s.keys[key]; found {
+		delete(s.keys, key)
+		m.counted(-1)
+	}
 	return nil
+}
+
+// counted adds n to the keys a bounded table holds.
+func (m *memoryTable) counted(n int64) {
+	if m.maxKeys > 0 {
+		m.keys.Add(n)
+	}
 }
 
 // PeekRateLimit implements TATStore.

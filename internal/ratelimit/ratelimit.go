@@ -112,8 +112,9 @@ type Policy int
 
 // The policies.
 const (
-	// FailOpen lets the request through: for limits whose endpoint is not a
-	// guessing target, where refusing service is the worse outcome.
+	// FailOpen counts the request in the replica's own memory instead (see
+	// localCounts): for limits whose endpoint is not a guessing target,
+	// where refusing service is the worse outcome.
 	FailOpen Policy = iota
 	// FailClosed refuses the request (the transport answers 503): for limits
 	// that stand between an attacker and a guessable secret.
@@ -255,6 +256,7 @@ var ErrBusy = errors.New("ratelimit: every counter-store connection busy")
 // Limiter checks the named limits against one Store.
 type Limiter struct {
 	store     Store
+	local     *localCounts // the fail-open limits' count while store fails
 	specs     map[string]Spec
 	now       func() time.Time
 	log       *slog.Logger
@@ -282,7 +284,7 @@ func New(st Store, overrides []string, now func() time.Time, log *slog.Logger, r
 		return nil, err
 	}
 	l := &Limiter{
-		store: st, specs: specs, now: now, log: log,
+		store: st, local: newLocalCounts(maxLocalKeys), specs: specs, now: now, log: log,
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "issuer_rate_limit_decisions_total", Help: "Rate-limit checks by limit and outcome (allowed, limited).",
 		}, []string{"limit", "outcome"}),
@@ -354,7 +356,8 @@ func (l *Limiter) Spec(name string) (Spec, bool) {
 
 // Allow counts one request of the named limit for subject (a client address,
 // a normalized email). When the store fails it logs, tells the observer and
-// then either allows (fail open) or returns ErrStore (fail closed).
+// then either counts the request in the replica's own memory (fail open)
+// or returns ErrStore (fail closed).
 //
 // A call whose ctx ended (a client that hung up) returns ctx's error
 // instead: the store did not fail, and letting such a call through
@@ -375,17 +378,39 @@ func (l *Limiter) Allow(ctx context.Context, name, subject string) (Decision, er
 		return Decision{}, fmt.Errorf("ratelimit: %s not checked: %w", name, ctx.Err())
 	}
 	if err != nil {
-		policy := spec.OnStoreError
-		if errors.Is(err, ErrBusy) {
-			policy = FailClosed
-		}
-		l.log.ErrorContext(ctx, "rate limit store failed", "limit", name, "fail", policy.String(), "err", err)
-		l.failures.WithLabelValues(name, policy.String()).Inc()
-		if policy == FailClosed {
-			return Decision{}, fmt.Errorf("%w: %w", ErrStore, err)
-		}
-		return Decision{Allowed: true, Limit: spec.Count, Remaining: spec.Count, ResetAt: now}, nil
+		return l.storeFailed(ctx, name, subject, spec, now, err)
 	}
+	return l.decide(name, spec, now, r), nil
+}
+
+// storeFailed decides a check whose store call failed with err. A
+// fail-closed limit refuses the request (ErrStore), and so does every
+// limit when the store was busy (ErrBusy); a fail-open one counts it in
+// the replica's own localCounts instead, and refuses it only when those
+// are full.
+func (l *Limiter) storeFailed(ctx context.Context, name, subject string, spec Spec, now time.Time, err error) (Decision, error) {
+	policy := spec.OnStoreError
+	if errors.Is(err, ErrBusy) {
+		policy = FailClosed
+	}
+	var r Result
+	if policy == FailOpen {
+		var lerr error
+		if r, lerr = l.local.take(key(name, subject), spec.Limit, now); lerr != nil {
+			policy = FailClosed
+			err = fmt.Errorf("%w; this replica's own counts: %w", err, lerr)
+		}
+	}
+	l.log.ErrorContext(ctx, "rate limit store failed", "limit", name, "fail", policy.String(), "err", err)
+	l.failures.WithLabelValues(name, policy.String()).Inc()
+	if policy == FailClosed {
+		return Decision{}, fmt.Errorf("%w: %w", ErrStore, err)
+	}
+	return l.decide(name, spec, now, r), nil
+}
+
+// decide turns a take's result into the Decision, and counts it.
+func (l *Limiter) decide(name string, spec Spec, now time.Time, r Result) Decision {
 	d := Decision{Allowed: r.Allowed, Limit: spec.Count, Remaining: r.Remaining, ResetAt: now.Add(r.ResetAfter)}
 	if !r.Allowed {
 		d.Remaining, d.RetryAfter = 0, r.RetryAfter
@@ -395,7 +420,7 @@ func (l *Limiter) Allow(ctx context.Context, name, subject string) (Decision, er
 		outcome = "limited"
 	}
 	l.decisions.WithLabelValues(name, outcome).Inc()
-	return d, nil
+	return d
 }
 
 // Reset forgets subject's counter of the named limit (or mark): its next

@@ -187,8 +187,8 @@ func TestStoreFailurePolicy(t *testing.T) {
 		d, err := l.Allow(context.Background(), name, "x")
 		switch spec.OnStoreError {
 		case ratelimit.FailOpen:
-			if err != nil || !d.Allowed {
-				t.Errorf("Allow(%s) with a broken store = %+v, %v; want allowed (fails open)", name, d, err)
+			if err != nil || !d.Allowed || d.Remaining != spec.Count-1 {
+				t.Errorf("Allow(%s) with a broken store = %+v, %v; want allowed, counted in memory (fails open)", name, d, err)
 			}
 		case ratelimit.FailClosed:
 			if !errors.Is(err, ratelimit.ErrStore) {
@@ -201,6 +201,38 @@ func TestStoreFailurePolicy(t *testing.T) {
 		if got := counterValue(t, reg, "issuer_rate_limit_store_errors_total", map[string]string{"limit": name, "fail": fail}); got != 1 {
 			t.Errorf("issuer_rate_limit_store_errors_total{limit=%q,fail=%q} = %v, want 1", name, fail, got)
 		}
+	}
+}
+
+// While the store fails, a fail-open limit still holds in each replica:
+// its requests are counted in the replica's memory. Before, they all
+// passed, and a burst of forgot-password requests from one address, whose
+// store calls timed out while Redis connections were being opened, put
+// 100 reset mails into one account's outbox.
+func TestFailOpenCountsInMemory(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	l, err := ratelimit.New(brokenStore{}, []string{"password_forgot=3/1h"}, time.Now, discard(), reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		d, err := l.Allow(context.Background(), ratelimit.PasswordForgot, "198.51.100.1")
+		if err != nil || !d.Allowed || d.Remaining != 2-i || d.Limit != 3 {
+			t.Fatalf("request %d with the store down = %+v, %v; want allowed, %d remaining of 3", i+1, d, err, 2-i)
+		}
+	}
+	d, err := l.Allow(context.Background(), ratelimit.PasswordForgot, "198.51.100.1")
+	if err != nil || d.Allowed || d.RetryAfter <= 0 {
+		t.Errorf("request 4 with the store down = %+v, %v; want limited, with a time to retry", d, err)
+	}
+	if d, err := l.Allow(context.Background(), ratelimit.PasswordForgot, "198.51.100.2"); err != nil || !d.Allowed {
+		t.Errorf("another address with the store down = %+v, %v; want allowed: it has its own count", d, err)
+	}
+	if got := counterValue(t, reg, "issuer_rate_limit_decisions_total", map[string]string{"limit": ratelimit.PasswordForgot, "outcome": "limited"}); got != 1 {
+		t.Errorf("issuer_rate_limit_decisions_total{limited} = %v, want 1", got)
+	}
+	if got := counterValue(t, reg, "issuer_rate_limit_store_errors_total", map[string]string{"limit": ratelimit.PasswordForgot, "fail": "open"}); got != 5 {
+		t.Errorf("issuer_rate_limit_store_errors_total{fail=open} = %v, want 5", got)
 	}
 }
 
