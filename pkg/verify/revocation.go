@@ -447,6 +447,19 @@ type revocationFeed struct {
 	Cursor string `json:"cursor"`
 }
 
+// check refuses an answer that is not a revocation list: one without the
+// sessions and keys arrays or a cursor. JSON decoding alone takes null,
+// {} or any other object (a --revocation-url naming the wrong document,
+// the issuer's discovery document say) for an empty list, and a verifier
+// so configured, fail-closed or not, let every logged-out token through
+// while it reported a fresh list.
+func (f *revocationFeed) check() error {
+	if f.Sessions == nil || f.Keys == nil || f.Cursor == "" {
+		return errors.New("fetch revocations: the answer is not a revocation list: it needs the sessions and keys arrays and a cursor")
+	}
+	return nil
+}
+
 // poll asks for the changes since old (everything when old is nil or has
 // no cursor) and returns the list they make; changed is false for a 304.
 // A delta the feed refuses is followed at once by a full request.
@@ -509,6 +522,9 @@ func (s *RevocationSource) fetch(base *revocationSet) (next *revocationSet, chan
 	var feed revocationFeed
 	if err := json.Unmarshal(b, &feed); err != nil {
 		return nil, false, resp.StatusCode, fmt.Errorf("fetch revocations: %w", err)
+	}
+	if err := feed.check(); err != nil {
+		return nil, false, resp.StatusCode, err
 	}
 	// Refused before anything is built: a feed of a million entries
 	// costs no more than its bytes.

@@ -156,6 +156,58 @@ func TestRevocationSourceErrorsKeepList(t *testing.T) {
 	}
 }
 
+// An answer that is not a revocation list is a failed refresh, not an
+// empty list: JSON decoding alone took null, {} or another document (a
+// --revocation-url naming the discovery document) for one, and a
+// verifier, fail-closed or not, let every logged-out token through while
+// it reported a fresh list. So is one that answers a refused cursor's
+// whole-list read so.
+func TestRevocationSourceRefusesWhatIsNoList(t *testing.T) {
+	answers := map[string]string{
+		"null":                `null`,
+		"empty object":        `{}`,
+		"discovery document":  `{"issuer":"http://localhost:8080","jwks_uri":"http://localhost:8080/.well-known/jwks.json"}`,
+		"no cursor":           `{"sessions":[],"keys":[]}`,
+		"empty cursor":        `{"sessions":[],"keys":[],"cursor":""}`,
+		"sessions null":       `{"sessions":null,"keys":[],"cursor":"c"}`,
+		"no keys":             `{"sessions":[],"cursor":"c"}`,
+		"sessions not a list": `{"sessions":{},"keys":[],"cursor":"c"}`,
+	}
+	for name, body := range answers {
+		t.Run(name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte(body)) }))
+			defer srv.Close()
+			s := newManualRevocations(t, srv.URL, clocktest.New(now), verify.RevocationOptions{MaxStaleness: time.Minute})
+			if err := s.Refresh(context.Background()); err == nil {
+				t.Errorf("Refresh of %s = nil, want an error", body)
+			}
+			if _, ok := s.Staleness(); ok {
+				t.Errorf("after %s the source reports a list", body)
+			}
+		})
+	}
+
+	clk := clocktest.New(now)
+	feed, srv := newFeed(t, clk)
+	feed.RevokeSession("s1", now.Add(time.Hour))
+	s := newManualRevocations(t, srv.URL, clk, verify.RevocationOptions{MaxStaleness: time.Minute})
+	mustRefreshRevocations(t, s)
+	srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Has("after") {
+			http.NotFound(w, r)
+			return
+		}
+		w.Write([]byte(`null`))
+	})
+	clk.Advance(61 * time.Second)
+	if err := s.Refresh(context.Background()); err == nil {
+		t.Fatalf("Refresh with the cursor refused and the whole list null = nil, want an error")
+	}
+	if !s.SessionRevoked("s1") || !s.Stale() {
+		t.Errorf("after it: s1 revoked %v, stale %v; want the last good list, stale a minute on", s.SessionRevoked("s1"), s.Stale())
+	}
+}
+
 func TestRevocationSourceExpiry(t *testing.T) {
 	clk := clocktest.New(now)
 	feed, srv := newFeed(t, clk)
