@@ -56,9 +56,13 @@ func (a *App) rateLimiter(ctx context.Context, cfg config.Issuer, reg prometheus
 		redisstore.SetLog(a.Log)
 		a.Log.InfoContext(ctx, "rate-limit counters in Redis", "url", redisurl.Redact(cfg.RateLimitStore), "timeout", cfg.RateLimitStoreTimeout)
 		// Not a reason to stop: Redis may come up after the issuer. But a
-		// wrong password, database or certificate is told now, not only
-		// on the first request.
-		if err := rs.Ping(ctx); err != nil {
+		// Redis that answers and refuses the URL's user, password or
+		// database will refuse it for good; anything else (a certificate
+		// it does not trust) is told now, not only on the first request.
+		if err := rs.Ping(ctx); redisstore.Misconfigured(err) {
+			rs.Close()
+			return nil, fmt.Errorf("--rate-limit-store: Redis refuses the URL's settings: %w", err)
+		} else if err != nil {
 			a.Log.WarnContext(ctx, "Redis did not answer at start; each limit applies its failure policy until it does", "err", err)
 		}
 		st = rs

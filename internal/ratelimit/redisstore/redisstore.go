@@ -20,6 +20,7 @@ import (
 	"net"
 	"net/url"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -193,6 +194,25 @@ func (s *Store) Close() error {
 // Ping checks that Redis answers within the timeout.
 func (s *Store) Ping(ctx context.Context) error {
 	return s.call(ctx, "ping", func(ctx context.Context) error { return s.client.Ping(ctx).Err() })
+}
+
+// Misconfigured reports whether err, from a call, is Redis refusing the
+// store's own settings: a user or password it does not know, a user
+// without the permissions, a database it does not have. Unlike a Redis
+// that is down, loading or failing over, such an error never goes away
+// by itself, and every fail-open limit would count in each replica alone
+// for as long as the issuer runs.
+func Misconfigured(err error) bool {
+	var re redis.Error
+	if !errors.As(err, &re) {
+		return false
+	}
+	for _, prefix := range []string{"NOAUTH", "WRONGPASS", "NOPERM", "ERR DB index", "ERR invalid DB index"} {
+		if strings.HasPrefix(re.Error(), prefix) {
+			return true
+		}
+	}
+	return false
 }
 
 // Take implements ratelimit.Counters on the Redis server's clock; now is

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"runtime"
 	"slices"
 	"strings"
@@ -341,6 +342,40 @@ func TestDownRedisFails(t *testing.T) {
 	// 100 ms apart, so the call ran out its timeout and said only that.
 	if !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Errorf("Take on a closed port = %v, want the connection refused", err)
+	}
+}
+
+// Redis refusing the store's settings is told apart from Redis being
+// down or silent: the issuer refuses to start on it.
+func TestMisconfigured(t *testing.T) {
+	base, err := url.Parse(testdb.Redis(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for name, edit := range map[string]func(u *url.URL){
+		"database out of range": func(u *url.URL) { u.Path = "/99999" },
+		"unknown user":          func(u *url.URL) { u.User = url.UserPassword("palisade-no-such-user", "pw") },
+	} {
+		u := *base
+		edit(&u)
+		err := open(t, u.String(), 2*time.Second).Ping(ctx)
+		if err == nil || !redisstore.Misconfigured(err) {
+			t.Errorf("%s: Ping = %v, want an error Misconfigured tells", name, err)
+		}
+	}
+	if err := open(t, base.String(), 2*time.Second).Ping(ctx); err != nil || redisstore.Misconfigured(err) {
+		t.Errorf("Ping of the right settings = %v", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.Close()
+	for name, raw := range map[string]string{"down": "redis://" + ln.Addr().String() + "/0", "silent": testdb.HangingRedis(t)} {
+		if err := open(t, raw, 200*time.Millisecond).Ping(ctx); err == nil || redisstore.Misconfigured(err) {
+			t.Errorf("%s: Ping = %v, Misconfigured %v; want an error that may go away", name, err, redisstore.Misconfigured(err))
+		}
 	}
 }
 

@@ -36,6 +36,12 @@ func Split(raw string) (client, prefix string, err error) {
 	if u.Hostname() == "" {
 		return "", "", errors.New("the Redis URL needs a host")
 	}
+	// redis://s3cret@cache reads as the user s3cret with no password: the
+	// client sends no AUTH, every call fails, and the "user name" is
+	// logged as one.
+	if _, hasPassword := u.User.Password(); u.User != nil && !hasPassword {
+		return "", "", errors.New("the Redis URL has a user name but no password: a password alone is written redis://:PASSWORD@host")
+	}
 	if p := u.Port(); p != "" {
 		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
 			return "", "", errors.New("the Redis URL's port must be from 1 to 65535")
@@ -56,11 +62,16 @@ func Split(raw string) (client, prefix string, err error) {
 	return u.String(), prefix, nil
 }
 
-// Redact returns raw without its password, for logs.
+// Redact returns raw without its password, for logs; user info without a
+// password (which Split refuses: it is most likely a password) is hidden
+// whole.
 func Redact(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil || misplacedAt(u) {
 		return "(a malformed URL, not shown)"
+	}
+	if _, hasPassword := u.User.Password(); u.User != nil && !hasPassword {
+		u.User = url.User("xxxxx")
 	}
 	return u.Redacted()
 }

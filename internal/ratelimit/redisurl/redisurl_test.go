@@ -35,6 +35,10 @@ func TestSplit(t *testing.T) {
 		{in: "redis://cache:65536", wantErr: true},
 		{in: "redis://cache:99999/0", wantErr: true},
 		{in: "redis://cache:65535", client: "redis://cache:65535"},
+		// A user without a password is most likely a password: the client
+		// would send no AUTH.
+		{in: "redis://s3cret@cache:6379/0", wantErr: true},
+		{in: "redis://s3cret:@cache:6379/0", client: "redis://s3cret:@cache:6379/0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
@@ -59,7 +63,7 @@ func TestRedact(t *testing.T) {
 	if got := Redact("redis://u:s3cret@cache:6379/1"); strings.Contains(got, "s3cret") || !strings.Contains(got, "cache:6379") {
 		t.Errorf("Redact = %q, want the host without the password", got)
 	}
-	for _, raw := range []string{"redis://u:s3cret%zz@cache", "redis://default:4821/s3cret@cache", "redis://default:4821#s3cret@cache", "redis:/u:s3cret@cache"} {
+	for _, raw := range []string{"redis://s3cret@cache:6379/0", "redis://u:s3cret%zz@cache", "redis://default:4821/s3cret@cache", "redis://default:4821#s3cret@cache", "redis:/u:s3cret@cache"} {
 		if got := Redact(raw); strings.Contains(got, "s3cret") {
 			t.Errorf("Redact(%q) = %q, repeats the password", raw, got)
 		}
