@@ -147,6 +147,18 @@ func TestVerifierGRPCPublicHealth(t *testing.T) {
 	if status.Code(err) != codes.Unauthenticated {
 		t.Errorf("FullDuplexCall without a token = %v, want Unauthenticated", err)
 	}
+	// A gRPC server routes on the path's last '/': to it this is the
+	// service grpc.health.v1.Health/grpc.testing.TestService, which an
+	// app forwarding unknown services would pass on. The public prefix
+	// covers /Service/Method paths only (it reached the app, answering
+	// Unimplemented, before).
+	err = conn.Invoke(ctx, "/grpc.health.v1.Health/grpc.testing.TestService/EmptyCall", &healthpb.HealthCheckRequest{}, &healthpb.HealthCheckResponse{})
+	if status.Code(err) != codes.Unauthenticated {
+		t.Errorf("a three-segment method under the public prefix, without a token = %v, want Unauthenticated", err)
+	}
+	if got := app.Calls(); got != 1 {
+		t.Errorf("calls reaching the health service = %d, want 1", got)
+	}
 }
 
 // TestVerifierGRPC runs the README's gRPC example, the real verifier binary

@@ -4,9 +4,11 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/palisade-auth/palisade/internal/clientip"
+	"github.com/palisade-auth/palisade/internal/httpserver"
 	"github.com/palisade-auth/palisade/pkg/verify"
 )
 
@@ -65,7 +67,7 @@ type gate struct {
 // as unsafe); public false means the path gives no exemption (a WebSocket
 // upgrade needs a token everywhere).
 func (g *gate) decide(w http.ResponseWriter, r *http.Request, method, escapedPath string, public bool) (*verify.Identity, bool) {
-	if public && g.cfg.Public != nil && g.cfg.Public.Match(escapedPath) {
+	if public && g.cfg.Public != nil && g.cfg.Public.Match(escapedPath) && (g.httpOnly || !httpserver.IsGRPC(r.Header) || grpcMethodPath(escapedPath)) {
 		g.cfg.Metrics.outcome(OutcomePublic, "")
 		return nil, true
 	}
@@ -90,6 +92,17 @@ func (g *gate) decide(w http.ResponseWriter, r *http.Request, method, escapedPat
 	g.cfg.Metrics.outcome(OutcomeAllowed, "")
 	return id, true
 }
+
+// grpcMethodPath reports whether a gRPC call's path has the form
+// /Service/Method. A gRPC server splits the path at its last '/', so under
+// the public prefix /grpc.health.v1.Health/* the call
+// /grpc.health.v1.Health/pkg.Private/Do is the service
+// "grpc.health.v1.Health/pkg.Private" to it, which an app that forwards
+// unknown services (a gRPC proxy) passes on: such a call is never public.
+// Only in proxy mode, where the app sees the path judged: in front of
+// forward-auth, a proxy may mount gRPC services under a prefix and rewrite
+// it away.
+func grpcMethodPath(escapedPath string) bool { return strings.Count(escapedPath, "/") == 2 }
 
 // ReasonCSRF is the metrics reason of a cookie-authenticated request that
 // failed the CSRF rule.
