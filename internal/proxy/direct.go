@@ -313,6 +313,7 @@ func (d *direct) answer(w http.ResponseWriter, c *upConn, resp *http.Response, s
 		return errBadStatus
 	}
 	removeHopByHop(resp.Header)
+	dropOwnAnswerHeaders(resp.Header)
 	h := w.Header()
 	addHeader(h, resp.Header)
 	if len(resp.Trailer) > 0 {

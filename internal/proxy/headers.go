@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/palisade-auth/palisade/internal/httpserver"
 	"github.com/palisade-auth/palisade/internal/urlpath"
 	"github.com/palisade-auth/palisade/pkg/verify"
 )
@@ -229,3 +230,17 @@ func (p *PublicPaths) Match(escapedPath string) bool {
 	}
 	return false
 }
+
+// keepUntyped makes an app's answer without a Content-Type go out without
+// one: net/http otherwise guesses one from the first bytes (text/html for
+// markup), and an app that left it out on purpose (user uploads served
+// with nosniff) got an HTML page from the verifier. A nil entry stops the
+// guess and is not sent; the app's Content-Type, when it sends one, is
+// added to it, and the verifier's own answers set theirs.
+func keepUntyped(h http.Header) { h["Content-Type"] = nil }
+
+// dropOwnAnswerHeaders removes from an app's answer header what the
+// verifier answers for itself: X-Request-Id, the id it logged and sent the
+// app, which is on the answer already (an app that echoes it doubled it,
+// one with an id of its own made two that disagree).
+func dropOwnAnswerHeaders(h http.Header) { h.Del(httpserver.HeaderRequestID) }

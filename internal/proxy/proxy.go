@@ -107,6 +107,7 @@ func NewProxy(v *verify.Verifier, upstream *url.URL, transport http.RoundTripper
 			if !validStatus(res.StatusCode) {
 				return errBadStatus // 502, not net/http's panic on WriteHeader
 			}
+			dropOwnAnswerHeaders(res.Header)
 			if out, ok := requestBody(res).(*duplexOut); ok {
 				res.Body = &closesUpload{ReadCloser: res.Body, out: out}
 			}
@@ -168,6 +169,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if id != nil && p.cfg.UpstreamProtocol == UpstreamH2C {
 		r = boundFirstMessage(r)
 	}
+	keepUntyped(w.Header())
 	if p.direct != nil && up != upgradeWebSocket && p.direct.takes(r) {
 		defer p.endBrokenAnswer(w, r)
 		if err := p.direct.serve(w, r); err != nil {
