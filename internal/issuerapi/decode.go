@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
@@ -130,11 +131,22 @@ func checkText(v reflect.Value, field string) error {
 	return nil
 }
 
+// maxQueryParams bounds the parameters of a request's query: no route
+// takes more than six. Parsed, as every request's query is here, Go's
+// limit of 10,000 made 38 KB of query about 1 MB of garbage per request:
+// 500 clients sending 9,900 parameters to the key set held the issuer to
+// 21 answers a second, a concurrent refresh waited 27 s, and its RSS
+// reached 192 MiB.
+const maxQueryParams = 32
+
 // checkURL holds the request's path and every query parameter, decoded, to
 // text.Check: what reaches a service as an id or a filter comes from there.
 func checkURL(r *http.Request) error {
 	if err := text.Check("path", r.URL.Path); err != nil {
 		return err
+	}
+	if strings.Count(r.URL.RawQuery, "&") >= maxQueryParams {
+		return errMalformed(fmt.Sprintf("The URL's query has more than %d parameters.", maxQueryParams))
 	}
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
