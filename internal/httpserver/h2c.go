@@ -79,6 +79,7 @@ func (c *h2cConns) serve(srv *http.Server, tc *tls.Conn, h http.Handler) {
 		return
 	}
 	nc := u.UnencryptedNetConn()
+	stopCounting(nc)
 	// h carries the connection's context, as net/http gives it to
 	// x/net/http2's server.
 	ctx := context.Background()

@@ -24,6 +24,10 @@ type Options struct {
 	IdleTimeout       time.Duration // 120s; keep-alive between requests
 	ShutdownTimeout   time.Duration // 20s; how long in-flight requests may finish
 	MaxHeaderBytes    int           // 64 KiB
+	// MaxHeaderFields bounds the fields of an HTTP/1 request's header:
+	// past it the request is answered 431 and its connection closed
+	// (DefaultMaxHeaderFields).
+	MaxHeaderFields int
 	// BodyTimeout bounds the reading of a request body as a whole, from
 	// the moment the handler starts (none by default). Unlike ReadTimeout
 	// it does not cancel a handler that runs longer.
@@ -63,6 +67,9 @@ func (o Options) withDefaults() Options {
 	if o.MaxHeaderBytes <= 0 {
 		o.MaxHeaderBytes = 64 << 10
 	}
+	if o.MaxHeaderFields <= 0 {
+		o.MaxHeaderFields = DefaultMaxHeaderFields
+	}
 	return o
 }
 
@@ -88,6 +95,7 @@ type Server struct {
 	endAll  context.CancelFunc
 	h2c     *h2cConns // nil unless the listener speaks HTTP/2 with prior knowledge
 	conns   atomic.Int64
+	fields  int // MaxHeaderFields
 }
 
 // New returns a server named name (used in its log lines, e.g. "api" or
@@ -95,7 +103,7 @@ type Server struct {
 func New(name string, logger *slog.Logger, handler http.Handler, opts Options) *Server {
 	opts = opts.withDefaults()
 	base, endAll := context.WithCancel(context.Background())
-	s := &Server{name: name, logger: logger, shutdown: opts.ShutdownTimeout, endAll: endAll}
+	s := &Server{name: name, logger: logger, shutdown: opts.ShutdownTimeout, endAll: endAll, fields: opts.MaxHeaderFields}
 	s.srv = &http.Server{
 		Handler:           s.running.track(recorded(bodyDeadlines(opts.BodyTimeout, opts.BodyIdleTimeout, opts.BodyMinRate, handler))),
 		BaseContext:       func(net.Listener) context.Context { return base },
@@ -110,11 +118,16 @@ func New(name string, logger *slog.Logger, handler http.Handler, opts Options) *
 		// panics) go to the JSON log rather than stderr. The malformed
 		// requests it answers itself (400, 431, 501) it reports nowhere.
 		ErrorLog: slog.NewLogLogger(logger.With(slog.String("server", name)).Handler(), slog.LevelWarn),
-		ConnState: func(_ net.Conn, st http.ConnState) {
+		ConnState: func(c net.Conn, st http.ConnState) {
 			switch st {
 			case http.StateNew:
 				s.conns.Add(1)
-			case http.StateClosed, http.StateHijacked:
+			case http.StateIdle:
+				nextRequest(c)
+			case http.StateHijacked:
+				stopCounting(c)
+				s.conns.Add(-1)
+			case http.StateClosed:
 				s.conns.Add(-1)
 			}
 		},
@@ -167,7 +180,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		return fmt.Errorf("serve %s: %w", s.name, ErrNotListening)
 	}
 	served := make(chan error, 1)
-	go func() { served <- s.srv.Serve(s.ln) }()
+	go func() { served <- s.srv.Serve(fieldListener{Listener: s.ln, max: s.fields}) }()
 
 	select {
 	case err := <-served:

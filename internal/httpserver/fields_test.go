@@ -1,0 +1,181 @@
+package httpserver
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+)
+
+// withFields is a request of method to path with n header fields, Host
+// included (and body, when not empty, with its Content-Length one more),
+// as HTTP/1.1 text.
+func withFields(method, path string, n int, body string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s HTTP/1.1\r\nHost: x\r\n", method, path)
+	for i := range n - 1 { // Host is one
+		fmt.Fprintf(&b, "%dx:\r\n", i)
+	}
+	if body != "" {
+		fmt.Fprintf(&b, "Content-Length: %d\r\n", len(body)) // one more field
+	}
+	b.WriteString("\r\n")
+	b.WriteString(body)
+	return b.String()
+}
+
+// TestHeaderFieldsAreBounded: an HTTP/1 request may have at most
+// MaxHeaderFields header fields, whatever their size; one more is
+// answered 431 problem+json, never reaches the handler, and closes the
+// connection. Each request on a kept-alive connection counts its own, a
+// body's lines are no fields, and a request net/http answers itself
+// (OPTIONS *) does not stop the counting of the next. Before, 9,000 empty
+// fields in 64 KiB cost a MiB a request.
+func TestHeaderFieldsAreBounded(t *testing.T) {
+	var handled atomic.Int64
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		handled.Add(1)
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusNoContent)
+	})
+	addr := serveTest(t, Options{MaxHeaderFields: 20}, h)
+	dial := func() (net.Conn, *bufio.Reader) {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		return c, bufio.NewReader(c)
+	}
+	send := func(c net.Conn, br *bufio.Reader, req string) (*http.Response, string) {
+		t.Helper()
+		if _, err := io.WriteString(c, req); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("no answer: %v", err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp, string(body)
+	}
+
+	// One connection: 20 fields pass, twice, then a body of 300 lines
+	// with 19 fields, then OPTIONS *, then 20 again.
+	c, br := dial()
+	body := strings.Repeat("line\r\n", 300)
+	for i, req := range []string{
+		withFields("GET", "/", 20, ""),
+		withFields("GET", "/", 20, ""),
+		withFields("POST", "/", 19, body),
+		"OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n",
+		withFields("GET", "/", 20, ""),
+	} {
+		if resp, got := send(c, br, req); resp.StatusCode/100 != 2 {
+			t.Fatalf("request %d on the connection = %d %s, want it served", i+1, resp.StatusCode, got)
+		}
+	}
+	// The same connection: 21 fields.
+	before := handled.Load()
+	resp, got := send(c, br, withFields("GET", "/", 21, ""))
+	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge || resp.Header.Get("Content-Type") != "application/problem+json" || !strings.Contains(got, `"code":"too_many_header_fields"`) {
+		t.Errorf("21 fields = %d %s %s, want 431 problem+json too_many_header_fields", resp.StatusCode, resp.Header.Get("Content-Type"), got)
+	}
+	if handled.Load() != before {
+		t.Errorf("the request with 21 fields reached the handler")
+	}
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Errorf("after the 431 the connection reads %v, want EOF (closed)", err)
+	}
+	// 9,000 empty fields on a new connection, the first request.
+	c, br = dial()
+	if resp, _ := send(c, br, withFields("GET", "/", 9000, "")); resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("9,000 fields = %d, want 431", resp.StatusCode)
+	}
+}
+
+// TestHTTP2IsNotCountedAsLines: on a listener that speaks HTTP/2 too, an
+// HTTP/2 connection's frames are not read as header lines: a request with
+// more fields than an HTTP/1 request may have, and a body of 1,000 '\n',
+// is served (HTTP/2 bounds fields by MaxHeaderBytes, 32 bytes each).
+func TestHTTP2IsNotCountedAsLines(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusNoContent)
+	})
+	addr := serveTest(t, Options{Protocols: h2cProtocols(), MaxHeaderFields: 5}, h)
+	c, fr := h2Conn(t, addr)
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	fields := []string{":method", "POST", ":scheme", "http", ":authority", "x", ":path", "/"}
+	for i := range 50 {
+		fields = append(fields, fmt.Sprintf("f%d", i), "v")
+	}
+	h2Request(t, fr, 1, false, fields...)
+	if err := fr.WriteData(1, true, []byte(strings.Repeat("\n", 1000))); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("no answer to the HTTP/2 request: %v", err)
+		}
+		if hf, ok := f.(*http2.HeadersFrame); ok && hf.StreamID == 1 {
+			return
+		}
+		if ga, ok := f.(*http2.GoAwayFrame); ok {
+			t.Fatalf("GOAWAY %v, want the request served", ga.ErrCode)
+		}
+	}
+}
+
+// FuzzFieldScan: fed in any two pieces, fieldConn's count of a header
+// agrees with counting its lines whole: over the limit exactly when more
+// than the request line and max fields come before the first blank line
+// (one that is empty or a lone '\r'), and done counting exactly when that
+// blank line came first.
+func FuzzFieldScan(f *testing.F) {
+	for _, s := range []string{"GET / HTTP/1.1\r\nA: 1\r\n\r\n", "\r\n\r\nGET / HTTP/1.1\r\na:\r\nb:\r\nc:\r\nd:\r\n", "GET /\n\r\r\n\n", "x\r"} {
+		f.Add([]byte(s), uint8(3))
+	}
+	f.Fuzz(func(t *testing.T, data []byte, cut uint8) {
+		const max = 3
+		wantOver, wantDone := false, false
+		lines := 0
+		for rest := string(data); ; {
+			line, after, found := strings.Cut(rest, "\n")
+			if !found {
+				break
+			}
+			rest = after
+			if line == "" || line == "\r" {
+				if lines > 0 {
+					wantDone = true
+					break
+				}
+				continue
+			}
+			if lines++; lines > max+1 {
+				wantOver = true
+				break
+			}
+		}
+		c := &fieldConn{max: max}
+		at := min(int(cut), len(data))
+		over := c.scan(data[:at])
+		if !over && c.state.Load() == fieldsCounting {
+			over = c.scan(data[at:])
+		}
+		if over != wantOver || !over && (c.state.Load() == fieldsDone) != wantDone {
+			t.Errorf("scan(%q | %q) = over %v, done %v; want %v, %v", data[:at], data[at:], over, c.state.Load() == fieldsDone, wantOver, wantDone)
+		}
+	})
+}
