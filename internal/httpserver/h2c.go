@@ -47,6 +47,7 @@ type h2cConns struct {
 type h2cConn struct {
 	hs     *http.Server  // this connection's alone
 	closed chan struct{} // closed once the connection has been served
+	resets resetCount
 
 	mu    sync.Mutex
 	timer *time.Timer
@@ -90,14 +91,14 @@ func (c *h2cConns) serve(srv *http.Server, tc *tls.Conn, h http.Handler) {
 	protos.SetUnencryptedHTTP2(true)
 	conn := &h2cConn{closed: make(chan struct{})}
 	conn.hs = &http.Server{
-		Handler:        h,
+		Handler:        conn.countResets(h),
 		Protocols:      &protos,
 		BaseContext:    func(net.Listener) context.Context { return ctx },
 		ConnState:      func(_ net.Conn, s http.ConnState) { conn.state(s, c) },
 		ErrorLog:       srv.ErrorLog,
 		MaxHeaderBytes: srv.MaxHeaderBytes,
 		WriteTimeout:   srv.WriteTimeout,
-		HTTP2:          &http.HTTP2Config{MaxReadFrameSize: maxH2FrameSize},
+		HTTP2:          &http.HTTP2Config{MaxReadFrameSize: maxH2FrameSize, MaxConcurrentStreams: maxH2Streams},
 		// h is srv's own handler, which has answered OPTIONS * when srv
 		// would have.
 		DisableGeneralOptionsHandler: true,
