@@ -14,6 +14,7 @@ import (
 
 	"github.com/palisade-auth/palisade/internal/mail/mailtest"
 	"github.com/palisade-auth/palisade/internal/store"
+	"github.com/palisade-auth/palisade/internal/testdb"
 )
 
 // metric reads one unlabelled sample from the issuer's admin /metrics.
@@ -179,6 +180,23 @@ func TestRateLimitsSharedAcrossInstances(t *testing.T) {
 	for i, is := range both {
 		want429(t, fmt.Sprintf("login over the total on instance %d", i), loginAttempt(t, is, email, strongPassword), limit)
 	}
+}
+
+// With the rate_limits table locked, the issuer on PostgreSQL waits on
+// its counters at most their timeout, then applies each limit's policy:
+// login (fail closed) answers 503 rate_limit_unavailable, forgot-password
+// (fail open) 202. Before, both waited as long as the lock was held.
+func TestRateLimitsDatabaseLocked(t *testing.T) {
+	dbURL := backends()[1].url(t)
+	is := startIssuer(t, dbURL)
+	email := uniqueEmail()
+	register(t, is, email)
+	release := testdb.LockTable(t, dbURL, "rate_limits")
+	// The lock outlasts the harness client's 30 s: only the timeout ends a take.
+	wantProblem(t, "login with the counters locked", loginAttempt(t, is, email, strongPassword), http.StatusServiceUnavailable, "rate_limit_unavailable")
+	wantStatus(t, "forgot-password with the counters locked", postJSON(t, is.base+"/v1/password/forgot", fmt.Sprintf(`{"email":%q}`, email)), http.StatusAccepted)
+	release()
+	wantStatus(t, "login once the lock is gone", loginAttempt(t, is, email, strongPassword), http.StatusOK)
 }
 
 // With the hashing pool and its queue full, login answers 503 at once

@@ -353,6 +353,51 @@ func TestSilentStoreBurstPassesOnlyTheLimit(t *testing.T) {
 	}
 }
 
+// A locked rate_limits table costs a request the database store's
+// timeout, not as long as the lock is held: then each limit's policy
+// applies (forgot-password's fail open, counted by the issuer itself).
+// Before, a take waited out a 40 s lock, and 60 such requests held every
+// connection of the pool.
+func TestLockedCounterTableCostsATimeout(t *testing.T) {
+	dbURL := testdb.Postgres(t)
+	st := ratelimit.Bounded(ratelimit.NewGCRA(testdb.Store(t, dbURL)), 300*time.Millisecond)
+	a := limitedAPI(t, st, "password_forgot=2/15m", "password_forgot_email=1000/1h")
+	h := func(next http.Handler) http.Handler { return a.limit(routeLimits(t, "POST /v1/password/forgot"), next) }
+
+	testdb.LockTable(t, dbURL, "rate_limits")
+	// The lock outlasts the requests: only the timeout can end a take.
+	// (10 s is a failure ceiling: without the timeout a take waits until
+	// the lock is released, by the deferred rollback.)
+	ran := 0
+	for i := range 3 {
+		type answer struct {
+			w   *httptest.ResponseRecorder
+			did bool
+		}
+		done := make(chan answer, 1)
+		go func() {
+			w, did, _ := post(h, "198.51.100.1", `{"email":"owner@example.com"}`)
+			done <- answer{w, did}
+		}()
+		var got answer
+		select {
+		case got = <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("forgot-password #%d waited 10 s on the locked counters", i+1)
+		}
+		w, did := got.w, got.did
+		if did {
+			ran++
+		}
+		if want := i < 2; did != want {
+			t.Errorf("forgot-password #%d with the counters locked = %d, ran %v; want ran %v (counted by the issuer, limit 2)", i+1, w.Code, did, want)
+		}
+	}
+	if ran != 2 {
+		t.Errorf("%d of 3 ran, want 2", ran)
+	}
+}
+
 // A healthy Redis far away costs each call its round trip, however many
 // calls a request makes: logins whose four calls (three checks, then the
 // address remembered) take longer together than the timeout, each well

@@ -69,12 +69,16 @@ func (a *App) rateLimiter(ctx context.Context, cfg config.Issuer, reg prometheus
 	case cfg.SharedRateLimits():
 		st = ratelimit.NewGCRA(a.Store)
 	}
+	sweeper, sweeps := st.(ratelimit.Sweeper)
+	if _, inDatabase := st.(*ratelimit.GCRA); inDatabase {
+		st = ratelimit.Bounded(st, ratelimit.DatabaseTimeout)
+	}
 	l, err := ratelimit.New(st, cfg.Overrides, a.now, a.Log, reg)
 	if err != nil {
 		return nil, err
 	}
-	if sw, ok := st.(ratelimit.Sweeper); ok {
-		go ratelimit.Sweep(ctx, sw, time.Minute, a.now, a.Log)
+	if sweeps {
+		go ratelimit.Sweep(ctx, sweeper, time.Minute, a.now, a.Log)
 	}
 	return l, nil
 }

@@ -152,3 +152,28 @@ func Exec(t testing.TB, url, stmt string) {
 		t.Fatalf("testdb: %s: %v", stmt, err)
 	}
 }
+
+// LockTable locks table in the PostgreSQL database at url (ACCESS
+// EXCLUSIVE, as a migration or VACUUM FULL would) until release is called
+// or the test ends: every statement that touches it waits meanwhile.
+func LockTable(t testing.TB, url, table string) (release func()) {
+	t.Helper()
+	db, err := sql.Open("postgres", url)
+	if err != nil {
+		t.Fatalf("testdb: open %s: %v", redact(url), err)
+	}
+	tx, err := db.BeginTx(context.Background(), nil)
+	if err != nil {
+		db.Close()
+		t.Fatalf("testdb: begin: %v", err)
+	}
+	release = func() {
+		_ = tx.Rollback()
+		db.Close()
+	}
+	t.Cleanup(release)
+	if _, err := tx.Exec("LOCK TABLE " + table + " IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatalf("testdb: lock %s: %v", table, err)
+	}
+	return release
+}
