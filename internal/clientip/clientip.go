@@ -119,3 +119,21 @@ func (r *Resolver) String(req *http.Request) string {
 	}
 	return a.String()
 }
+
+// Client returns the client as one client counts for per-client limits:
+// an IPv4 address, or the /64 an IPv6 address is in ("2001:db8:1:2::/64"),
+// "" when unknown. An IPv6 subscriber, a home, a phone, a server, is
+// given a /64 at least and may use any address in it (and its operating
+// system changes its own every day), so by address each /64 was 2^64
+// clients, each with the whole quota of every per-client limit.
+func (r *Resolver) Client(req *http.Request) string {
+	a := r.ClientIP(req)
+	if !a.IsValid() {
+		return ""
+	}
+	if a.Is6() {
+		p, _ := a.Prefix(64) // never fails for a valid IPv6 address
+		return p.String()
+	}
+	return a.String()
+}

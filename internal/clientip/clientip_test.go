@@ -67,3 +67,30 @@ func TestNewReadsMappedEntriesAsIPv4(t *testing.T) {
 		}
 	}
 }
+
+// Client counts an IPv6 client by its /64, an IPv4 one by its address.
+func TestClient(t *testing.T) {
+	r, err := New([]string{"10.0.0.0/8"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ remote, xff, want string }{
+		{"203.0.113.9:1234", "", "203.0.113.9"},
+		{"[2001:db8:1:2:aaaa:bbbb:cccc:dddd]:80", "", "2001:db8:1:2::/64"},
+		{"[2001:db8:1:2::1]:80", "", "2001:db8:1:2::/64"},
+		{"[2001:db8:1:3::1]:80", "", "2001:db8:1:3::/64"},
+		{"10.1.2.3:80", "2001:db8:9:9:1::5", "2001:db8:9:9::/64"},
+		{"[::ffff:198.51.100.4]:80", "", "198.51.100.4"},
+		{"10.1.2.3:80", "::ffff:198.51.100.4", "198.51.100.4"},
+		{"not an address", "", ""},
+	} {
+		req := httptest.NewRequest("GET", "/", nil)
+		req.RemoteAddr = tt.remote
+		if tt.xff != "" {
+			req.Header.Set("X-Forwarded-For", tt.xff)
+		}
+		if got := r.Client(req); got != tt.want {
+			t.Errorf("Client(remote=%s, xff=%q) = %q, want %q", tt.remote, tt.xff, got, tt.want)
+		}
+	}
+}

@@ -90,7 +90,7 @@ func (a *API) limit(rules []rateRule, next http.Handler) http.Handler {
 		if ctx := a.limiter.FailFast(r.Context()); ctx != r.Context() {
 			r = r.WithContext(ctx)
 		}
-		client := a.ip.String(r)
+		client := a.ip.Client(r)
 		var (
 			email    string
 			readBody bool
@@ -178,7 +178,7 @@ func (a *API) loggedIn(r *http.Request, email string) {
 	if a.limiter == nil {
 		return
 	}
-	subj := ratelimit.LoginSubject(auth.NormalizeEmail(email), a.ip.String(r))
+	subj := ratelimit.LoginSubject(auth.NormalizeEmail(email), a.ip.Client(r))
 	ctx, cancel := afterCommit(r)
 	defer cancel()
 	if err := a.limiter.Remember(ctx, ratelimit.KnownLoginClient, subj); err != nil {
@@ -196,7 +196,7 @@ func (a *API) passwordReset(r *http.Request, email string) {
 		return
 	}
 	email = auth.NormalizeEmail(email)
-	pair := ratelimit.LoginSubject(email, a.ip.String(r))
+	pair := ratelimit.LoginSubject(email, a.ip.Client(r))
 	ctx, cancel := afterCommit(r)
 	defer cancel()
 	err := errors.Join(

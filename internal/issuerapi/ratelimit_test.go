@@ -398,6 +398,42 @@ func TestLockedCounterTableCostsATimeout(t *testing.T) {
 	}
 }
 
+// Per-client limits count an IPv6 client by its /64: any address in it
+// spends the same quota, and the login pair and remembered addresses are
+// kept by it too. By address, one /64 was 2^64 clients, each with a whole
+// quota.
+func TestIPv6ClientsCountByPrefix(t *testing.T) {
+	a := limitedAPI(t, ratelimit.NewMemory(), "password_forgot=2/15m", "password_forgot_email=1000/1h")
+	h := func(next http.Handler) http.Handler { return a.limit(routeLimits(t, "POST /v1/password/forgot"), next) }
+	for i, client := range []string{"2001:db8:1:2::1", "2001:db8:1:2:ffff:ffff:ffff:ffff", "2001:db8:1:2::3"} {
+		_, ran, _ := post(h, client, `{"email":"owner@example.com"}`)
+		if want := i < 2; ran != want {
+			t.Errorf("request %d, from %s: ran %v, want %v (the /64's limit of 2)", i+1, client, ran, want)
+		}
+	}
+	if _, ran, _ := post(h, "2001:db8:1:3::1", `{"email":"owner@example.com"}`); !ran {
+		t.Errorf("a request from the next /64 did not run: it has its own quota")
+	}
+	// Remembered after a login from one address, a client passes the
+	// email's ceiling from another address of its /64.
+	login := routeLimits(t, "POST /v1/login")
+	b := limitedAPI(t, ratelimit.NewMemory(), "login=1000/1m", "login_email_client=1000/1h", "login_email=1/1h")
+	lh := func(next http.Handler) http.Handler { return b.limit(login, next) }
+	body := `{"email":"owner@example.com","password":"x"}`
+	if _, ran, _ := post(lh, "2001:db8:5:5::1", body); !ran {
+		t.Fatal("the first login did not run")
+	}
+	r := httptest.NewRequest("POST", "/", nil)
+	r.Header.Set("X-Forwarded-For", "2001:db8:5:5::1")
+	b.loggedIn(r, "owner@example.com")
+	if _, ran, _ := post(lh, "2001:db8:5:5::99", body); !ran {
+		t.Errorf("a login from another address of the remembered /64, over the ceiling: not run; want it through")
+	}
+	if _, ran, _ := post(lh, "2001:db8:6:6::1", body); ran {
+		t.Errorf("a login from another /64, over the ceiling: ran; want it refused")
+	}
+}
+
 // A healthy Redis far away costs each call its round trip, however many
 // calls a request makes: logins whose four calls (three checks, then the
 // address remembered) take longer together than the timeout, each well
