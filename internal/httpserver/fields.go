@@ -2,9 +2,11 @@ package httpserver
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"sync/atomic"
 )
 
@@ -53,10 +55,21 @@ type fieldConn struct {
 
 	// Used by the reads of the connection, one at a time, and by
 	// nextRequest once none is under way.
-	lines   int  // lines of the header so far, the request line included
-	partial int  // bytes of the current line so far
-	cr      bool // the current line so far is a lone '\r'
+	lines    int      // lines of the header so far, the request line included
+	partial  int      // bytes of the current line so far
+	head     [18]byte // the current line's first bytes, enough for its name
+	length   bool     // the header has a Content-Length
+	chunked  bool     // the header has a Transfer-Encoding
+	smuggled bool     // a request had both: the connection ends after it
 }
+
+// The field names whose pairing is a request smuggling attempt, lower
+// case, with the colon that ends them (net/http refuses a space before
+// it).
+var (
+	contentLengthField    = []byte("content-length:")
+	transferEncodingField = []byte("transfer-encoding:")
+)
 
 const (
 	fieldsCounting int32 = iota
@@ -79,24 +92,47 @@ func (c *fieldConn) Read(p []byte) (int, error) {
 func (c *fieldConn) scan(b []byte) bool {
 	for {
 		i := bytes.IndexByte(b, '\n')
+		line := b
+		if i >= 0 {
+			line = b[:i]
+		}
+		if c.partial < len(c.head) {
+			copy(c.head[c.partial:], line)
+		}
 		if i < 0 {
-			c.cr = c.partial == 0 && len(b) == 1 && b[0] == '\r' || c.cr && len(b) == 0
 			c.partial += len(b)
 			return false
 		}
-		blank := c.partial+i == 0 || c.partial+i == 1 && (c.cr || i == 1 && b[0] == '\r')
-		c.partial, c.cr, b = 0, false, b[i+1:]
-		if blank && c.lines > 0 {
+		n := c.partial + i // the line's length
+		c.partial, b = 0, b[i+1:]
+		if n == 0 || n == 1 && c.head[0] == '\r' { // blank
+			if c.lines == 0 {
+				continue
+			}
 			c.lines = 0
+			c.smuggled = c.smuggled || c.length && c.chunked
+			c.length, c.chunked = false, false
 			c.state.CompareAndSwap(fieldsCounting, fieldsDone)
 			return false
 		}
-		if !blank {
-			c.lines++
-		}
-		if c.lines > c.max+1 {
+		c.note(c.head[:min(n, len(c.head))])
+		if c.lines++; c.lines > c.max+1 {
 			return true
 		}
+	}
+}
+
+// note records whether the header line that starts with head names the
+// body's length or its transfer coding. RFC 9112 (6.3): a server that
+// receives both in a request MUST close the connection after answering
+// it; net/http reads the body as chunked and keeps the connection, so
+// that what a front proxy took for the next request is served as one.
+func (c *fieldConn) note(head []byte) {
+	switch {
+	case len(head) >= len(contentLengthField) && bytes.EqualFold(head[:len(contentLengthField)], contentLengthField):
+		c.length = true
+	case len(head) >= len(transferEncodingField) && bytes.EqualFold(head[:len(transferEncodingField)], transferEncodingField):
+		c.chunked = true
 	}
 }
 
@@ -108,13 +144,20 @@ func tooManyFieldsAnswer(max int) string {
 }
 
 // nextRequest counts the header lines of c's next request from zero, when
-// c is a fieldConn still counting: called as the connection goes idle
-// between requests (http.StateIdle), once its answer is done and nothing
-// reads it, whether a handler or net/http itself answered.
+// c is a fieldConn still counting, or closes c after a request with both
+// Content-Length and Transfer-Encoding: called as the connection goes
+// idle between requests (http.StateIdle), once its answer is done and
+// nothing reads it, whether a handler or net/http itself answered.
 func nextRequest(c net.Conn) {
-	if fc, ok := c.(*fieldConn); ok && fc.state.CompareAndSwap(fieldsDone, fieldsCounting) {
-		fc.lines, fc.partial, fc.cr = 0, 0, false
+	fc, ok := c.(*fieldConn)
+	if !ok || !fc.state.CompareAndSwap(fieldsDone, fieldsCounting) {
+		return
 	}
+	if fc.smuggled {
+		_ = fc.Conn.Close()
+		return
+	}
+	fc.lines, fc.partial = 0, 0
 }
 
 // stopCounting turns c's counting off for good, when c is a fieldConn:
@@ -124,4 +167,30 @@ func stopCounting(c net.Conn) {
 	if fc, ok := c.(*fieldConn); ok {
 		fc.state.Store(fieldsOff)
 	}
+}
+
+type fieldConnKey struct{}
+
+// withFieldConn puts c in its connection's context
+// (http.Server.ConnContext), where closeSmuggled finds it.
+func withFieldConn(ctx context.Context, c net.Conn) context.Context {
+	if fc, ok := c.(*fieldConn); ok {
+		return context.WithValue(ctx, fieldConnKey{}, fc)
+	}
+	return ctx
+}
+
+// closeSmuggled answers a request with both Content-Length and
+// Transfer-Encoding with Connection: close, so net/http serves nothing
+// more on its connection: what it read ahead past the body, already in
+// its buffer, would be served even once nextRequest had closed the
+// connection.
+func closeSmuggled(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// An HTTP/1 handler runs on the goroutine that read its header.
+		if fc, ok := r.Context().Value(fieldConnKey{}).(*fieldConn); ok && r.ProtoMajor == 1 && fc.smuggled {
+			w.Header().Set("Connection", "close")
+		}
+		next.ServeHTTP(w, r)
+	})
 }

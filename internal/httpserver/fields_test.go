@@ -6,7 +6,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -178,4 +180,56 @@ func FuzzFieldScan(f *testing.F) {
 			t.Errorf("scan(%q | %q) = over %v, done %v; want %v, %v", data[:at], data[at:], over, c.state.Load() == fieldsDone, wantOver, wantDone)
 		}
 	})
+}
+
+// A request with both Content-Length and Transfer-Encoding is answered,
+// then its connection closed (RFC 9112, 6.3): net/http reads such a body
+// as chunked and kept the connection, so what a front proxy that trusted
+// the length took for the body was served as the next request. A chunked
+// request alone keeps its connection.
+func TestLengthAndChunkedCloseTheConnection(t *testing.T) {
+	var paths []string
+	var mu sync.Mutex
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		paths = append(paths, r.URL.Path)
+		mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	})
+	addr := serveTest(t, Options{}, h)
+	const next = "GET /second HTTP/1.1\r\nHost: x\r\n\r\n"
+	for _, tc := range []struct {
+		name, first string
+		kept        bool
+	}{
+		{"chunked", "POST /first HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", true},
+		{"length and chunked", "POST /first HTTP/1.1\r\nHost: x\r\ncontent-LENGTH: 34\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", false},
+	} {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		br := bufio.NewReader(c)
+		if _, err := io.WriteString(c, tc.first+next); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil || resp.StatusCode != http.StatusNoContent {
+			t.Fatalf("%s: first answer %v, %v; want 204", tc.name, resp, err)
+		}
+		resp, err = http.ReadResponse(br, nil)
+		if kept := err == nil; kept != tc.kept {
+			t.Errorf("%s: the pipelined request answered %v (%v); want %v", tc.name, kept, err, tc.kept)
+		} else if kept {
+			resp.Body.Close()
+		}
+		c.Close()
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"/first", "/second", "/first"}; !slices.Equal(paths, want) {
+		t.Errorf("the handler saw %q, want %q", paths, want)
+	}
 }
