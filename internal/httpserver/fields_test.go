@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 )
 
 // withFields is a request of method to path with n header fields, Host
@@ -98,6 +99,40 @@ func TestHeaderFieldsAreBounded(t *testing.T) {
 	if _, err := br.ReadByte(); err != io.EOF {
 		t.Errorf("after the 431 the connection reads %v, want EOF (closed)", err)
 	}
+	// Pipelined behind a request in one write, a request is read from
+	// what net/http buffered, which the line count may not see: its
+	// fields are counted at its handler's start. And a pipelined
+	// request's body that comes later is no header.
+	c, br = dial()
+	if _, err := io.WriteString(c, withFields("GET", "/", 5, "")+withFields("GET", "/", 60, "")); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []int{http.StatusNoContent, http.StatusRequestHeaderFieldsTooLarge} {
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil || resp.StatusCode != want {
+			t.Fatalf("pipelined request %d = %v, %v; want %d", i+1, resp, err, want)
+		}
+		resp.Body.Close()
+	}
+	c, br = dial()
+	if _, err := io.WriteString(c, withFields("GET", "/", 5, "")+fmt.Sprintf("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", len(body))); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("the GET before a pipelined POST = %v, %v", resp, err)
+	}
+	if _, err := io.WriteString(c, body); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != http.StatusNoContent {
+		t.Errorf("a pipelined POST whose 300-line body came later = %v, %v; want 204", resp, err)
+	}
+	// Folded lines continue a field: 15 fields on 29 lines pass.
+	c, br = dial()
+	folded := "GET / HTTP/1.1\r\nHost: x\r\n" + strings.Repeat("A: 1\r\n 2\r\n", 14) + "\r\n"
+	if resp, _ := send(c, br, folded); resp.StatusCode != http.StatusNoContent {
+		t.Errorf("15 fields, 14 of them folded = %d, want 204", resp.StatusCode)
+	}
 	// 9,000 empty fields on a new connection, the first request.
 	c, br = dial()
 	if resp, _ := send(c, br, withFields("GET", "/", 9000, "")); resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
@@ -105,36 +140,88 @@ func TestHeaderFieldsAreBounded(t *testing.T) {
 	}
 }
 
-// TestHTTP2IsNotCountedAsLines: on a listener that speaks HTTP/2 too, an
-// HTTP/2 connection's frames are not read as header lines: a request with
-// more fields than an HTTP/1 request may have, and a body of 1,000 '\n',
-// is served (HTTP/2 bounds fields by MaxHeaderBytes, 32 bytes each).
-func TestHTTP2IsNotCountedAsLines(t *testing.T) {
+// TestHTTP2FieldsAreCountedNotLines: on a listener that speaks HTTP/2
+// too, an HTTP/2 connection's frames are not read as header lines (a body
+// of 1,000 '\n' is served), and a stream with more fields than
+// MaxHeaderFields is answered 431 (HTTP/2 bounds them only by the bytes of
+// the header: 1,850 fit in 64 KiB), while its connection serves on.
+func TestHTTP2FieldsAreCountedNotLines(t *testing.T) {
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.WriteHeader(http.StatusNoContent)
 	})
 	addr := serveTest(t, Options{Protocols: h2cProtocols(), MaxHeaderFields: 5}, h)
 	c, fr := h2Conn(t, addr)
+	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	c.SetDeadline(time.Now().Add(10 * time.Second))
-	fields := []string{":method", "POST", ":scheme", "http", ":authority", "x", ":path", "/"}
-	for i := range 50 {
-		fields = append(fields, fmt.Sprintf("f%d", i), "v")
+	status := func(id uint32) string {
+		t.Helper()
+		for {
+			f, err := fr.ReadFrame()
+			if err != nil {
+				t.Fatalf("no answer to stream %d: %v", id, err)
+			}
+			if mh, ok := f.(*http2.MetaHeadersFrame); ok && mh.StreamID == id {
+				return mh.PseudoValue("status")
+			}
+			if ga, ok := f.(*http2.GoAwayFrame); ok {
+				t.Fatalf("GOAWAY %v, want stream %d answered", ga.ErrCode, id)
+			}
+		}
 	}
-	h2Request(t, fr, 1, false, fields...)
+	fields := func(n int) []string {
+		f := []string{":method", "POST", ":scheme", "http", ":authority", "x", ":path", "/"}
+		for i := range n {
+			f = append(f, fmt.Sprintf("f%d", i), "v")
+		}
+		return f
+	}
+	h2Request(t, fr, 1, false, fields(4)...) // with :authority, 5
 	if err := fr.WriteData(1, true, []byte(strings.Repeat("\n", 1000))); err != nil {
 		t.Fatal(err)
 	}
-	for {
-		f, err := fr.ReadFrame()
-		if err != nil {
-			t.Fatalf("no answer to the HTTP/2 request: %v", err)
+	if got := status(1); got != "204" {
+		t.Errorf("5 fields and a body of newlines = %s, want 204", got)
+	}
+	h2Request(t, fr, 3, true, fields(50)...)
+	if got := status(3); got != "431" {
+		t.Errorf("51 fields = %s, want 431", got)
+	}
+	h2Request(t, fr, 5, true, fields(1)...)
+	if got := status(5); got != "204" {
+		t.Errorf("the next stream = %s, want 204: the connection serves on", got)
+	}
+}
+
+// An HTTP/2 stream's header is at most maxH2HeaderBytes, whatever the
+// listener's MaxHeaderBytes (64 KiB by default): 20 fields of 600 bytes
+// pass, 30 are answered 431.
+func TestHTTP2HeaderBytesAreBounded(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	addr := serveTest(t, Options{Protocols: h2cProtocols()}, h)
+	c, fr := h2Conn(t, addr)
+	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	for i, tc := range []struct {
+		fields int
+		want   string
+	}{{20, "204"}, {30, "431"}} {
+		id := uint32(2*i + 1)
+		f := []string{":method", "GET", ":scheme", "http", ":authority", "x", ":path", "/"}
+		for j := range tc.fields {
+			f = append(f, fmt.Sprintf("f%d", j), strings.Repeat("v", 600))
 		}
-		if hf, ok := f.(*http2.HeadersFrame); ok && hf.StreamID == 1 {
-			return
-		}
-		if ga, ok := f.(*http2.GoAwayFrame); ok {
-			t.Fatalf("GOAWAY %v, want the request served", ga.ErrCode)
+		h2Request(t, fr, id, true, f...)
+		for got := ""; got == ""; {
+			fm, err := fr.ReadFrame()
+			if err != nil {
+				t.Fatalf("%d fields of 600 bytes: no answer: %v", tc.fields, err)
+			}
+			if mh, ok := fm.(*http2.MetaHeadersFrame); ok && mh.StreamID == id {
+				if got = mh.PseudoValue("status"); got != tc.want {
+					t.Errorf("%d fields of 600 bytes = %s, want %s", tc.fields, got, tc.want)
+				}
+			}
 		}
 	}
 }
@@ -158,6 +245,9 @@ func FuzzFieldScan(f *testing.F) {
 				break
 			}
 			rest = after
+			if strings.HasPrefix(line, " ") || strings.HasPrefix(line, "\t") {
+				continue // a continuation of the field above
+			}
 			if line == "" || line == "\r" {
 				if lines > 0 {
 					wantDone = true

@@ -31,22 +31,28 @@ type resetCount struct {
 	close           sync.Once
 }
 
-// countResets runs h for each of conn's streams, and closes conn once its
-// client has reset more than half of them early. A stream reset before
-// its handler has begun is not run at all: its client is gone, and its
-// answer (and access log line) would go nowhere.
+// countResets runs h for each of conn's streams, and tells conn to go
+// away (GOAWAY: the streams begun finish, no new one starts, so the client
+// connects again) once its client has reset more than half of them early.
+// A stream reset before its handler has begun is not run at all: its
+// client is gone, and its answer (and access log line) would go nowhere.
+// The count is taken as the handler ends, panicking included: a handler
+// whose client left ends with http.ErrAbortHandler, and resets made
+// while the handlers ran went uncounted.
 func (conn *h2cConn) countResets(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		defer func() {
+			n, k := conn.resets.streams.Add(1), conn.resets.resets.Load()
+			if r.Context().Err() != nil && time.Since(start) < prematureReset {
+				k = conn.resets.resets.Add(1)
+			}
+			if n >= resetJudgedAfter && 2*k > n {
+				conn.resets.close.Do(func() { go conn.goAway() })
+			}
+		}()
 		if r.Context().Err() == nil {
 			h.ServeHTTP(w, r)
-		}
-		n, k := conn.resets.streams.Add(1), conn.resets.resets.Load()
-		if r.Context().Err() != nil && time.Since(start) < prematureReset {
-			k = conn.resets.resets.Add(1)
-		}
-		if n >= resetJudgedAfter && 2*k > n {
-			conn.resets.close.Do(func() { go conn.hs.Close() })
 		}
 	})
 }

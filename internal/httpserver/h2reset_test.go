@@ -90,3 +90,60 @@ func TestHTTP2RapidResetClosesTheConnection(t *testing.T) {
 		t.Errorf("after 300 streams reset at once the connection stayed open: %v", err)
 	}
 }
+
+// Streams reset once their handlers have begun count too, handlers that
+// end by panicking with http.ErrAbortHandler (as the proxy's do when the
+// client leaves) included: a client that opened streams, waited for them
+// to reach the app and then reset them made 22,700 streams on one
+// connection, which stayed open.
+func TestHTTP2ResetsOfRunningStreamsCount(t *testing.T) {
+	started := make(chan struct{}, 16)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		started <- struct{}{}
+		<-r.Context().Done()
+		panic(http.ErrAbortHandler)
+	})
+	addr := serveTest(t, Options{Protocols: h2cProtocols()}, h)
+	c, fr := h2Conn(t, addr)
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	goAway := make(chan error, 1)
+	go func() {
+		for {
+			f, err := fr.ReadFrame()
+			if err != nil {
+				goAway <- err
+				return
+			}
+			if _, ok := f.(*http2.GoAwayFrame); ok {
+				goAway <- nil
+				return
+			}
+		}
+	}()
+	id := uint32(1)
+	for round := range 20 { // 200 streams, each reset once its handler runs
+		first := id
+		for range 10 {
+			h2Request(t, fr, id, true, ":method", "GET", ":scheme", "http", ":authority", "x", ":path", "/")
+			id += 2
+		}
+		for range 10 {
+			select {
+			case <-started:
+			case err := <-goAway:
+				if err != nil {
+					t.Fatalf("round %d: the connection ended without a GOAWAY: %v", round, err)
+				}
+				return // told to go away: passed
+			}
+		}
+		for s := first; s < id; s += 2 {
+			if err := fr.WriteRSTStream(s, http2.ErrCodeCancel); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := <-goAway; err != nil {
+		t.Errorf("200 streams reset as they ran: the connection ended without a GOAWAY: %v", err)
+	}
+}

@@ -105,7 +105,7 @@ func New(name string, logger *slog.Logger, handler http.Handler, opts Options) *
 	base, endAll := context.WithCancel(context.Background())
 	s := &Server{name: name, logger: logger, shutdown: opts.ShutdownTimeout, endAll: endAll, fields: opts.MaxHeaderFields}
 	s.srv = &http.Server{
-		Handler:           s.running.track(closeSmuggled(recorded(bodyDeadlines(opts.BodyTimeout, opts.BodyIdleTimeout, opts.BodyMinRate, handler)))),
+		Handler:           s.running.track(checkHeader(opts.MaxHeaderFields, recorded(bodyDeadlines(opts.BodyTimeout, opts.BodyIdleTimeout, opts.BodyMinRate, handler)))),
 		BaseContext:       func(net.Listener) context.Context { return base },
 		ConnContext:       withFieldConn,
 		ReadHeaderTimeout: opts.ReadHeaderTimeout,
