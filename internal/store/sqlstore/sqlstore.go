@@ -267,6 +267,17 @@ func (q *queries) stmt(ctx context.Context, query string) (*sqlx.Stmt, error) {
 	var st *sqlx.Stmt
 	if v, ok := q.stmts.Load(bound); ok {
 		st = v.(*sqlx.Stmt)
+	} else if q.tx != nil {
+		// Prepared on the pool, it would need a second connection while
+		// the transaction holds one: with every connection held by
+		// transactions queued on one user's row lock, the one holding the
+		// lock waited for a connection, and 100 concurrent logins to one
+		// account on a fresh replica stalled for 30 s. So it is prepared
+		// on the transaction's own, and on the pool in the background for
+		// the next use.
+		go q.cache(bound)
+		prepared, err := q.tx.PreparexContext(ctx, bound)
+		return prepared, mapErr(err)
 	} else {
 		prepared, err := q.db.PreparexContext(ctx, bound)
 		if err != nil {
@@ -282,6 +293,22 @@ func (q *queries) stmt(ctx context.Context, query string) (*sqlx.Stmt, error) {
 		return q.tx.StmtxContext(ctx, st), nil
 	}
 	return st, nil
+}
+
+// cache prepares query on the pool for stmt, unless it already is.
+func (q *queries) cache(query string) {
+	if _, ok := q.stmts.Load(query); ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	prepared, err := q.db.PreparexContext(ctx, query)
+	if err != nil {
+		return // the next use outside a transaction prepares it, and says why it failed
+	}
+	if _, loaded := q.stmts.LoadOrStore(query, prepared); loaded {
+		prepared.Close()
+	}
 }
 
 // ext is where a query runs: the transaction, or the pool.

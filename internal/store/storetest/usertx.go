@@ -1,7 +1,9 @@
 package storetest
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -14,6 +16,7 @@ var userTxTests = []subtest{
 	{"OnlyTheLockedUser", testWithUserOnlyItsUser},
 	{"NotAfterItEnds", testWithUserAfterReturn},
 	{"Queues", testWithUserQueues},
+	{"ManyWriters", testWithUserManyWriters},
 	{"Update", testWithUserUpdate},
 	{"RevokeSessions", testWithUserRevokeSessions},
 }
@@ -178,6 +181,31 @@ func testWithUserQueues(t *testing.T, s store.Store) {
 	}
 	if len(revoked) != 1 || revoked[0] != sess.ID {
 		t.Errorf("second WithUser revoked %q, want [%s]", revoked, sess.ID)
+	}
+}
+
+// More writers of one user at once than the pool has connections all
+// finish: each waits for the row holding a connection, so the one that
+// holds the row must need no other. Preparing a statement not used yet
+// took one from the pool, and 100 concurrent logins to one account on a
+// fresh replica stalled until their clients gave up, 30 s on.
+func testWithUserManyWriters(t *testing.T, s store.Store) {
+	u := newUser(t, s)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second) // a failure ceiling
+	defer cancel()
+	const writers = 64
+	errs := make(chan error, writers)
+	for i := range writers {
+		go func() {
+			errs <- s.WithUser(ctx, u.ID, func(tx store.UserTx) error {
+				return tx.SetPasswordHash(ctx, fmt.Sprintf("$argon2id$writer-%d", i), at(time.Duration(i)*time.Second))
+			})
+		}()
+	}
+	for range writers {
+		if err := <-errs; err != nil {
+			t.Fatalf("one of %d concurrent writers of one user = %v, want nil", writers, err)
+		}
 	}
 }
 
