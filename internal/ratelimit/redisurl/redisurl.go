@@ -38,8 +38,9 @@ func Split(raw string) (client, prefix string, err error) {
 	}
 	// redis://s3cret@cache reads as the user s3cret with no password: the
 	// client sends no AUTH, every call fails, and the "user name" is
-	// logged as one.
-	if _, hasPassword := u.User.Password(); u.User != nil && !hasPassword {
+	// logged as one. With an empty password (redis://bob:@cache) it sends
+	// none either, and runs as Redis's default user without a word.
+	if password, _ := u.User.Password(); u.User.Username() != "" && password == "" {
 		return "", "", errors.New("the Redis URL has a user name but no password: a password alone is written redis://:PASSWORD@host")
 	}
 	if p := u.Port(); p != "" {

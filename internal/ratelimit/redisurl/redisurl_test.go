@@ -38,7 +38,8 @@ func TestSplit(t *testing.T) {
 		// A user without a password is most likely a password: the client
 		// would send no AUTH.
 		{in: "redis://s3cret@cache:6379/0", wantErr: true},
-		{in: "redis://s3cret:@cache:6379/0", client: "redis://s3cret:@cache:6379/0"},
+		{in: "redis://bob:@cache:6379/0", wantErr: true},
+		{in: "redis://:@cache:6379/0", client: "redis://:@cache:6379/0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
