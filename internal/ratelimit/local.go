@@ -13,13 +13,14 @@ import (
 // not yet open (at start, after a Redis restart), every call of 100
 // concurrent forgot-password requests from one address spent its timeout
 // dialling, and all 100 passed a limit of 5 and queued 100 reset mails for
-// one account. Counted here, each replica passes at most the limit, so N
-// replicas at most N times it; a replica that just started, or whose store
-// just came back, counts from a whole quota.
+// one account. Counted here, each replica passes at most the limit while
+// the store fails, so N replicas at most N times it; a replica that just
+// started, or whose store has just failed, counts from a whole quota (so
+// across that moment a subject may pass its limit twice).
 //
-// It holds at most maxLocalKeys subjects, about 120 bytes each: a take of
-// one more, once a sweep has found none expired, fails with errTableFull,
-// and the limit refuses the request. Keys are swept by the calls that use
+// It holds at most maxLocalKeys subjects, about 300 bytes each with the
+// map: a take of one more, once a sweep has found none expired, fails
+// with errTableFull, and the request passes uncounted, as all did before. Keys are swept by the calls that use
 // them, at most once every localSweepEvery, so a store that never fails
 // costs nothing. Safe for concurrent use.
 type localCounts struct {
@@ -28,7 +29,7 @@ type localCounts struct {
 	lastSweep atomic.Int64 // Unix µs
 }
 
-// maxLocalKeys bounds localCounts: 50,000 subjects are about 6 MiB of heap.
+// maxLocalKeys bounds localCounts: 50,000 subjects took the heap up 15 MB.
 const maxLocalKeys = 50_000
 
 // localSweepEvery is how often at most the keys are swept: a sweep visits

@@ -1,8 +1,10 @@
 package ratelimit
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"testing"
 	"time"
 )
@@ -56,4 +58,41 @@ func TestLocalCountsResetFreesRoom(t *testing.T) {
 	if r, err := c.take("b", l, now); err != nil || !r.Allowed {
 		t.Errorf("take after the reset = %+v, %v; want allowed", r, err)
 	}
+}
+
+// With its own counts full, a fail-open limit whose store fails lets a
+// subject they do not hold through uncounted, as before they existed:
+// refusing it let one client who filled them turn every new client away.
+// The subjects they hold are still counted.
+func TestFailOpenWithLocalCountsFull(t *testing.T) {
+	l, err := New(failingStore{}, []string{"register=1/1h"}, time.Now, slog.New(slog.DiscardHandler), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.local = newLocalCounts(1)
+	if d, err := l.Allow(t.Context(), Register, "held"); err != nil || !d.Allowed {
+		t.Fatalf("first subject = %+v, %v; want allowed", d, err)
+	}
+	if d, err := l.Allow(t.Context(), Register, "held"); err != nil || d.Allowed {
+		t.Errorf("the held subject again = %+v, %v; want limited", d, err)
+	}
+	for range 3 {
+		if d, err := l.Allow(t.Context(), Register, "new"); err != nil || !d.Allowed {
+			t.Errorf("a subject the full counts do not hold = %+v, %v; want allowed, uncounted", d, err)
+		}
+	}
+}
+
+// failingStore is a store whose every call fails.
+type failingStore struct{}
+
+func (failingStore) Take(context.Context, string, Limit, time.Time) (Result, error) {
+	return Result{}, errors.New("connection refused")
+}
+func (failingStore) Reset(context.Context, string) error { return errors.New("connection refused") }
+func (failingStore) Mark(context.Context, string, time.Time, time.Duration) error {
+	return errors.New("connection refused")
+}
+func (failingStore) Marked(context.Context, string, time.Time) (bool, error) {
+	return false, errors.New("connection refused")
 }

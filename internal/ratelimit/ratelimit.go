@@ -386,8 +386,10 @@ func (l *Limiter) Allow(ctx context.Context, name, subject string) (Decision, er
 // storeFailed decides a check whose store call failed with err. A
 // fail-closed limit refuses the request (ErrStore), and so does every
 // limit when the store was busy (ErrBusy); a fail-open one counts it in
-// the replica's own localCounts instead, and refuses it only when those
-// are full.
+// the replica's own localCounts instead, or, when those are full, lets it
+// through uncounted: refusing every subject they do not hold let one
+// client who filled them (50,000 register requests from the /64s of one
+// /48, in 5 s) turn every new client's refresh away for minutes.
 func (l *Limiter) storeFailed(ctx context.Context, name, subject string, spec Spec, now time.Time, err error) (Decision, error) {
 	policy := spec.OnStoreError
 	if errors.Is(err, ErrBusy) {
@@ -397,7 +399,7 @@ func (l *Limiter) storeFailed(ctx context.Context, name, subject string, spec Sp
 	if policy == FailOpen {
 		var lerr error
 		if r, lerr = l.local.take(key(name, subject), spec.Limit, now); lerr != nil {
-			policy = FailClosed
+			r = Result{Allowed: true, Remaining: spec.Count}
 			err = fmt.Errorf("%w; this replica's own counts: %w", err, lerr)
 		}
 	}
