@@ -102,7 +102,10 @@ func (r *Resolver) ClientIP(req *http.Request) netip.Addr {
 			// A garbled entry: stop believing the chain here.
 			return peer
 		}
-		a = a.Unmap()
+		// A zone is the sender's text ("fe80::1%<img src=x>", 6,000
+		// characters of it), meaningless on this host: it was stored with
+		// the session and shown back.
+		a = a.Unmap().WithZone("")
 		if !r.isTrusted(a) {
 			return a
 		}
@@ -131,9 +134,47 @@ func (r *Resolver) Client(req *http.Request) string {
 	if !a.IsValid() {
 		return ""
 	}
+	if v4, ok := embeddedIPv4(a); ok {
+		return v4.String()
+	}
 	if a.Is6() {
 		p, _ := a.Prefix(64) // never fails for a valid IPv6 address
 		return p.String()
 	}
 	return a.String()
+}
+
+// The IPv6 prefixes whose addresses stand for an IPv4 one.
+var (
+	nat64      = netip.MustParsePrefix("64:ff9b::/96")    // RFC 6052: 64:ff9b::a.b.c.d
+	nat64Local = netip.MustParsePrefix("64:ff9b:1::/48")  // RFC 8215, the /48 layout of RFC 6052
+	siit       = netip.MustParsePrefix("::ffff:0:0:0/96") // RFC 2765: ::ffff:0:a.b.c.d
+	compatible = netip.MustParsePrefix("::/96")           // deprecated ::a.b.c.d
+	sixToFour  = netip.MustParsePrefix("2002::/16")       // RFC 3056: 2002:AABB:CCDD::/48
+	teredo     = netip.MustParsePrefix("2001::/32")       // RFC 4380: the client's address, inverted, last
+)
+
+// embeddedIPv4 returns the IPv4 address a translated or tunnelled IPv6
+// address stands for. By its /64, every IPv4 client behind a NAT64 or
+// SIIT translator (64:ff9b::a.b.c.d) was one client, so one of them could
+// spend the login quota of all; every client of one Teredo server was one
+// too; and one IPv4 address was 65,536 clients as the /64s of its 6to4
+// /48.
+func embeddedIPv4(a netip.Addr) (netip.Addr, bool) {
+	b := a.As16()
+	switch {
+	case !a.Is6():
+		return netip.Addr{}, false
+	case nat64.Contains(a), siit.Contains(a):
+		return netip.AddrFrom4([4]byte(b[12:16])), true
+	case nat64Local.Contains(a):
+		return netip.AddrFrom4([4]byte{b[6], b[7], b[9], b[10]}), true
+	case compatible.Contains(a) && !a.IsLoopback() && !a.IsUnspecified():
+		return netip.AddrFrom4([4]byte(b[12:16])), true
+	case sixToFour.Contains(a):
+		return netip.AddrFrom4([4]byte(b[2:6])), true
+	case teredo.Contains(a):
+		return netip.AddrFrom4([4]byte{^b[12], ^b[13], ^b[14], ^b[15]}), true
+	}
+	return netip.Addr{}, false
 }
