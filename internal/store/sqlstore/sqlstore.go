@@ -22,6 +22,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
+	"golang.org/x/sync/singleflight"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
@@ -49,8 +50,9 @@ type queries struct {
 	dialect string
 	tx      *sqlx.Tx // nil outside a transaction
 	db      *sqlx.DB
-	sql     *sync.Map // query as written -> query rebound for the dialect
-	stmts   *sync.Map // rebound query -> *sqlx.Stmt prepared on the pool
+	sql     *sync.Map           // query as written -> query rebound for the dialect
+	stmts   *sync.Map           // rebound query -> *sqlx.Stmt prepared on the pool
+	caching *singleflight.Group // one background prepare (cache) a query at a time
 	// beginning counts transactions waiting to begin: on SQLite, where
 	// BEGIN IMMEDIATE takes the write lock, they wait for a writer.
 	beginning *atomic.Int64
@@ -102,7 +104,7 @@ func Open(ctx context.Context, url string) (*Store, error) {
 	if dialect == SQLite {
 		s.path = sqlitePath(url)
 	}
-	s.queries = queries{dialect: dialect, db: db, sql: new(sync.Map), stmts: new(sync.Map), beginning: new(atomic.Int64)}
+	s.queries = queries{dialect: dialect, db: db, sql: new(sync.Map), stmts: new(sync.Map), caching: new(singleflight.Group), beginning: new(atomic.Int64)}
 	return s, nil
 }
 
@@ -226,7 +228,7 @@ func (q *queries) atomic(ctx context.Context, fn func(*queries) error) (err erro
 			panic(p)
 		}
 	}()
-	if err := fn(&queries{dialect: q.dialect, tx: tx, db: q.db, sql: q.sql, stmts: q.stmts, beginning: q.beginning}); err != nil {
+	if err := fn(&queries{dialect: q.dialect, tx: tx, db: q.db, sql: q.sql, stmts: q.stmts, caching: q.caching, beginning: q.beginning}); err != nil {
 		tx.Rollback()
 		return err
 	}
@@ -295,20 +297,25 @@ func (q *queries) stmt(ctx context.Context, query string) (*sqlx.Stmt, error) {
 	return st, nil
 }
 
-// cache prepares query on the pool for stmt, unless it already is.
+// cache prepares query on the pool for stmt, unless it already is or
+// another cache call is preparing it: the transactions of a fresh replica
+// ask for the same statements at once.
 func (q *queries) cache(query string) {
-	if _, ok := q.stmts.Load(query); ok {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	prepared, err := q.db.PreparexContext(ctx, query)
-	if err != nil {
-		return // the next use outside a transaction prepares it, and says why it failed
-	}
-	if _, loaded := q.stmts.LoadOrStore(query, prepared); loaded {
-		prepared.Close()
-	}
+	_, _, _ = q.caching.Do(query, func() (any, error) {
+		if _, ok := q.stmts.Load(query); ok {
+			return nil, nil
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		prepared, err := q.db.PreparexContext(ctx, query)
+		if err != nil {
+			return nil, err // the next use outside a transaction prepares it, and says why it failed
+		}
+		if _, loaded := q.stmts.LoadOrStore(query, prepared); loaded {
+			prepared.Close()
+		}
+		return nil, nil
+	})
 }
 
 // ext is where a query runs: the transaction, or the pool.
