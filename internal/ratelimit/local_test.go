@@ -1,10 +1,13 @@
 package ratelimit
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 )
@@ -95,4 +98,38 @@ func (failingStore) Mark(context.Context, string, time.Time, time.Duration) erro
 }
 func (failingStore) Marked(context.Context, string, time.Time) (bool, error) {
 	return false, errors.New("connection refused")
+}
+
+// A limit's store failures are logged at most once a second, each line
+// saying how many were not since the one before; each limit has its own
+// lines, and the metric counts every failure.
+func TestStoreFailuresLoggedOncePerInterval(t *testing.T) {
+	var out bytes.Buffer
+	l, err := New(failingStore{}, nil, time.Now, slog.New(slog.NewJSONHandler(&out, nil)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := func() []map[string]any {
+		var recs []map[string]any
+		for line := range strings.Lines(out.String()) {
+			var rec map[string]any
+			if json.Unmarshal([]byte(line), &rec) == nil && rec["msg"] == "rate limit store failed" {
+				recs = append(recs, rec)
+			}
+		}
+		return recs
+	}
+	for i := range 20 {
+		_, _ = l.Allow(t.Context(), Register, fmt.Sprint("client-", i))
+	}
+	_, _ = l.Allow(t.Context(), Login, "client")
+	if got := lines(); len(got) != 2 || got[0]["limit"] != Register || got[1]["limit"] != Login {
+		t.Fatalf("lines after 20 failures of register and one of login = %v, want one each", got)
+	}
+	l.failLogs[Register].last.Store(time.Now().Add(-failLogEvery).UnixNano()) // a second on
+	_, _ = l.Allow(t.Context(), Register, "client-20")
+	got := lines()
+	if len(got) != 3 || got[2]["limit"] != Register || got[2]["unlogged_before"] != float64(19) {
+		t.Errorf("the line a second on = %v, want register's, saying 19 were not logged", got[len(got)-1])
+	}
 }

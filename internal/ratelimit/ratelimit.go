@@ -257,6 +257,7 @@ var ErrBusy = errors.New("ratelimit: every counter-store connection busy")
 type Limiter struct {
 	store     Store
 	local     *localCounts // the fail-open limits' count while store fails
+	failLogs  map[string]*failLog
 	specs     map[string]Spec
 	now       func() time.Time
 	log       *slog.Logger
@@ -284,13 +285,16 @@ func New(st Store, overrides []string, now func() time.Time, log *slog.Logger, r
 		return nil, err
 	}
 	l := &Limiter{
-		store: st, local: newLocalCounts(maxLocalKeys), specs: specs, now: now, log: log,
+		store: st, local: newLocalCounts(maxLocalKeys), failLogs: map[string]*failLog{}, specs: specs, now: now, log: log,
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "issuer_rate_limit_decisions_total", Help: "Rate-limit checks by limit and outcome (allowed, limited).",
 		}, []string{"limit", "outcome"}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "issuer_rate_limit_store_errors_total", Help: "Rate-limit checks whose counter store failed, by limit and what the limit did (open: allowed, closed: refused).",
 		}, []string{"limit", "fail"}),
+	}
+	for name := range specs {
+		l.failLogs[name] = new(failLog)
 	}
 	if reg != nil {
 		if err := errors.Join(reg.Register(l.decisions), reg.Register(l.failures)); err != nil {
@@ -403,12 +407,36 @@ func (l *Limiter) storeFailed(ctx context.Context, name, subject string, spec Sp
 			err = fmt.Errorf("%w; this replica's own counts: %w", err, lerr)
 		}
 	}
-	l.log.ErrorContext(ctx, "rate limit store failed", "limit", name, "fail", policy.String(), "err", err)
+	if n, due := l.failLogs[name].due(); due {
+		l.log.ErrorContext(ctx, "rate limit store failed", "limit", name, "fail", policy.String(), "err", err, "unlogged_before", n)
+	}
 	l.failures.WithLabelValues(name, policy.String()).Inc()
 	if policy == FailClosed {
 		return Decision{}, fmt.Errorf("%w: %w", ErrStore, err)
 	}
 	return l.decide(name, spec, now, r), nil
+}
+
+// failLog says one limit's store failures at most once per failLogEvery;
+// the metric counts every one. A line per failure was a line per request
+// while the store was down: 100,574 lines, 23.7 MB, for 50,000 requests.
+type failLog struct {
+	last   atomic.Int64 // Unix nanoseconds of the latest line
+	unsaid atomic.Int64 // failures since it
+}
+
+// failLogEvery is the most often one limit's store failures are logged.
+const failLogEvery = time.Second
+
+// due reports whether a failure is to be logged now and, if so, how many
+// were not since the latest line.
+func (f *failLog) due() (int64, bool) {
+	now, last := time.Now().UnixNano(), f.last.Load()
+	if now-last < int64(failLogEvery) || !f.last.CompareAndSwap(last, now) {
+		f.unsaid.Add(1)
+		return 0, false
+	}
+	return f.unsaid.Swap(0), true
 }
 
 // decide turns a take's result into the Decision, and counts it.
