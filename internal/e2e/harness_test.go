@@ -9,6 +9,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -257,6 +258,22 @@ func startIssuerWrapped(t testing.TB, wrap []string, dbURL, kek string, extra ..
 	args = append(args, extra...)
 	p := startWrapped(t, wrap, "issuer", []string{"api", "admin"}, nil, args...)
 	return &issuer{proc: p, base: "http://" + p.addr["api"], dbURL: dbURL, kek: kek}
+}
+
+// serveRefused runs issuer serve on loopback with args and returns what it
+// printed, failing t unless it exits with an error within 30 s.
+func serveRefused(t testing.TB, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "issuer"), append([]string{"serve",
+		"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"}, args...)...)
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || ctx.Err() != nil {
+		t.Errorf("issuer serve %q = %v, want it to exit with an error\n%s", args, err, out)
+	}
+	return string(out)
 }
 
 // cli runs an issuer subcommand against the same database and keys.

@@ -111,9 +111,28 @@ func (m *Manager) publishMargin() time.Duration {
 
 // EnsureKey makes sure a key signs: on a fresh install it creates one
 // that is active at once. Concurrent instances create one key between them.
+// It fails with ErrSealed when the key-encryption keys do not open the key
+// that signs now or one published to sign later: an issuer started with
+// the wrong --kek-file served every login a 500 while /readyz said ready.
 func (m *Manager) EnsureKey(ctx context.Context) error {
-	_, err := m.maintain(ctx, false, nil)
-	return err
+	if _, err := m.maintain(ctx, false, nil); err != nil {
+		return err
+	}
+	s, err := m.current(ctx)
+	if err != nil {
+		return err
+	}
+	now := m.now()
+	active, _ := activeKey(s.keys, now)
+	for _, k := range s.keys {
+		if k.RevokedAt != nil || k.ActivatesAt.Before(active.ActivatesAt) {
+			continue // never signs again: only its public half is used
+		}
+		if _, err := m.sealer.Open(k.PrivateSeal, k.KID); err != nil {
+			return fmt.Errorf("keys: signing key %s: %w", k.KID, err)
+		}
+	}
+	return nil
 }
 
 func (m *Manager) newKey(now, activates time.Time) (store.SigningKey, error) {

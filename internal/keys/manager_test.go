@@ -116,6 +116,46 @@ func sorted(s ...string) []string {
 	return s
 }
 
+// EnsureKey refuses key-encryption keys that do not open the key signing
+// now, or the next one published to sign, and accepts a keyring holding
+// the key they were sealed with.
+func TestEnsureKeyRefusesAnotherKEK(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		st := b.open(t)
+		clk := clocktest.New(epoch)
+		kekA, kekB := testKEK(t), testKEK(t)
+		if err := newManager(st, newSealer(t, kekA), clk).EnsureKey(ctx); err != nil {
+			t.Fatalf("EnsureKey under A: %v", err)
+		}
+		if err := newManager(st, newSealer(t, kekB), clk).EnsureKey(ctx); !errors.Is(err, keys.ErrSealed) {
+			t.Fatalf("EnsureKey under B of a key sealed under A = %v, want ErrSealed", err)
+		}
+		ring, err := keys.NewKeyring([][]byte{kekB, kekA}, rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := newManager(st, ring, clk)
+		if err := m.EnsureKey(ctx); err != nil {
+			t.Fatalf("EnsureKey under the keyring B, A: %v", err)
+		}
+		// The keyring seals the next key under B, which A alone cannot
+		// open: the key signing now opens, the one to sign next does not.
+		if _, err := m.Rotate(ctx, 10*time.Minute, nil); err != nil {
+			t.Fatalf("Rotate: %v", err)
+		}
+		if err := newManager(st, newSealer(t, kekA), clk).EnsureKey(ctx); !errors.Is(err, keys.ErrSealed) {
+			t.Fatalf("EnsureKey under A of a next key sealed under B = %v, want ErrSealed", err)
+		}
+		// Once the B key signs, A's key is retired: its private half is
+		// never used again, and B alone suffices.
+		clk.Advance(11 * time.Minute)
+		if err := newManager(st, newSealer(t, kekB), clk).EnsureKey(ctx); err != nil {
+			t.Fatalf("EnsureKey under B once its key signs: %v", err)
+		}
+	})
+}
+
 func TestEnsureKey(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		ctx := context.Background()
