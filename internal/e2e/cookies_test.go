@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/palisade-auth/palisade/internal/testdb"
+	"github.com/palisade-auth/palisade/pkg/verify"
 )
 
 const browserOrigin = "http://app.test"
@@ -152,7 +153,22 @@ func TestVerifierBrowserCookies(t *testing.T) {
 	hits := a.hits.Load()
 	wantProblem(t, "POST with cookie, no CSRF", browserDo(t, "POST", v.base+"/x", nil, jar, browserOrigin, ""), http.StatusForbidden, "csrf_failed")
 	wantProblem(t, "POST with cookie from another origin", browserDo(t, "POST", v.base+"/x", nil, jar, "http://evil.test", csrf), http.StatusForbidden, "csrf_failed")
+	// A second access cookie, forged, beside the browser's: which one an
+	// app's parser reads is its business, so neither is taken.
+	two := jar.header() + "; " + verify.DefaultAccessCookie + "=" + forgedToken
+	wantStatus(t, "GET with a second, forged access cookie", do(t, "GET", v.base+"/x", nil, "Origin", browserOrigin, "Cookie", two), http.StatusUnauthorized)
 	if got := a.hits.Load(); got != hits {
 		t.Errorf("refused requests reached the app: %d hits, want %d", got, hits)
 	}
+	// Authenticated by the header, the request takes no access cookie to
+	// the app: nobody checked the one beside it.
+	tok := login(t, is, email, strongPassword, "").Access
+	wantStatus(t, "GET with a token and a forged access cookie", do(t, "GET", v.base+"/x", nil, "Authorization", "Bearer "+tok, "Cookie", "theme=dark; "+verify.DefaultAccessCookie+"="+forgedToken), http.StatusOK)
+	if got := a.last().Values("Cookie"); len(got) != 1 || got[0] != "theme=dark" {
+		t.Errorf("the app's Cookie beside a header token = %q, want [theme=dark]", got)
+	}
 }
+
+// forgedToken is an access token with an admin's claims and no valid
+// signature.
+const forgedToken = "eyJhbGciOiJSUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJhZG1pbiIsInJvbGUiOiJhZG1pbiJ9.c2lnbmF0dXJl"

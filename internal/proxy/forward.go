@@ -96,7 +96,7 @@ type ForwardAuth struct {
 
 // NewForwardAuth returns the forward-auth handler.
 func NewForwardAuth(v *verify.Verifier, cfg Config) *ForwardAuth {
-	return &ForwardAuth{gate: gate{v: v, cfg: cfg, httpOnly: true}, hiddenCookies: hiddenCookies(cfg)}
+	return &ForwardAuth{gate: newGate(v, cfg, true), hiddenCookies: hiddenCookies(cfg)}
 }
 
 // HeaderAppCookie is the forward-auth answer's copy of the request's

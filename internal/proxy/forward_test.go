@@ -238,7 +238,8 @@ func TestForwardAuthUpgrades(t *testing.T) {
 }
 
 // TestForwardAuthAppCookies checks that the 200 answer hands the proxy the
-// request's cookies without the issuer's refresh and CSRF cookies, in
+// request's cookies without the issuer's refresh and CSRF cookies, and
+// without an access cookie when the Authorization header authenticated, in
 // every form a proxy can copy onto the app's request.
 func TestForwardAuthAppCookies(t *testing.T) {
 	ks := verifytest.NewKeySet(t)
@@ -257,6 +258,8 @@ func TestForwardAuthAppCookies(t *testing.T) {
 			http.Header{"Cookie": {"theme=dark; " + secrets + "; " + access}}, "theme=dark; " + access, false},
 		{"only the hidden cookies, bearer token", "/x",
 			http.Header{"Cookie": {secrets}, "Authorization": {"Bearer " + tok}}, "", true},
+		{"bearer token and an access cookie nobody checked", "/x",
+			http.Header{"Cookie": {"theme=dark; " + verify.DefaultAccessCookie + "=forged"}, "Authorization": {"Bearer " + tok}}, "theme=dark", false},
 		{"two Cookie lines", "/x",
 			http.Header{"Cookie": {access + "; " + verify.DefaultRefreshCookie + "=r3fresh", "a=1; " + verify.DefaultCSRFCookie + "=c5rf"}}, access + "; a=1", false},
 		{"two Cookie lines, none hidden", "/x",

@@ -58,6 +58,17 @@ type gate struct {
 	// httpOnly answers every refusal in HTTP, a gRPC call's too: set
 	// for forward-auth (see refuse).
 	httpOnly bool
+	// accessCookie is the access token's cookie name, which the app does
+	// not receive beside an identity taken from the Authorization header.
+	accessCookie string
+}
+
+func newGate(v *verify.Verifier, cfg Config, httpOnly bool) gate {
+	g := gate{v: v, cfg: cfg, httpOnly: httpOnly, accessCookie: verify.DefaultAccessCookie}
+	if cfg.Cookies != nil && cfg.Cookies.AccessCookie != "" {
+		g.accessCookie = cfg.Cookies.AccessCookie
+	}
+	return g
 }
 
 // decide returns (identity, true) for a valid token, (nil, true) for a
@@ -71,7 +82,7 @@ func (g *gate) decide(w http.ResponseWriter, r *http.Request, method, escapedPat
 		g.cfg.Metrics.outcome(OutcomePublic, "")
 		return nil, true
 	}
-	tok, _, ok, err := g.cfg.Cookies.Authenticate(r, verify.AuthRequest{Method: method})
+	tok, fromCookie, ok, err := g.cfg.Cookies.Authenticate(r, verify.AuthRequest{Method: method})
 	if errors.Is(err, verify.ErrCSRF) {
 		g.cfg.Metrics.outcome(OutcomeRejected, ReasonCSRF)
 		g.cfg.Logger.DebugContext(r.Context(), "cookie-authenticated request failed the CSRF check", slog.String("method", method))
@@ -88,6 +99,12 @@ func (g *gate) decide(w http.ResponseWriter, r *http.Request, method, escapedPat
 	if err != nil {
 		g.reject(w, r, err)
 		return nil, false
+	}
+	if !fromCookie {
+		// Nobody checked an access cookie sent beside the header: an app
+		// reading its own cookie would take the client's word for who
+		// it is. (A cookie that authenticated is the one checked.)
+		StripCookies(r.Header, g.accessCookie)
 	}
 	g.cfg.Metrics.outcome(OutcomeAllowed, "")
 	return id, true

@@ -97,7 +97,7 @@ func NewProxy(v *verify.Verifier, upstream *url.URL, transport http.RoundTripper
 	case defaultTransport:
 		transport = NewTransport()
 	}
-	p := &Proxy{gate: gate{v: v, cfg: cfg}, hiddenCookies: hiddenCookies(cfg)}
+	p := &Proxy{gate: newGate(v, cfg, false), hiddenCookies: hiddenCookies(cfg)}
 	buffers := newBufferPool()
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:      p.rewrite(upstream),

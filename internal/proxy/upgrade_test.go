@@ -181,8 +181,9 @@ func TestProxyWebSocketNeedsToken(t *testing.T) {
 }
 
 // TestProxyHidesIssuerCookies checks that the refresh and CSRF cookies
-// never reach the app, while every other cookie does, unchanged and in
-// order.
+// never reach the app, nor an access cookie beside the Authorization header
+// that authenticated (nobody checked it: an app reading it took a forged
+// one's word), while every other cookie does, unchanged and in order.
 func TestProxyHidesIssuerCookies(t *testing.T) {
 	f := newFixture(t, nil)
 	tok := f.ks.Token(t, "user-1")
@@ -191,7 +192,8 @@ func TestProxyHidesIssuerCookies(t *testing.T) {
 		cookies []string
 		want    []string // nil: no Cookie header
 	}{
-		{"mixed", []string{"a=1; __Host-refresh_token=r; b=2; __Host-csrf_token=c; __Host-access_token=x"}, []string{"a=1; b=2; __Host-access_token=x"}},
+		{"mixed", []string{"a=1; __Host-refresh_token=r; b=2; __Host-csrf_token=c; __Host-access_token=x"}, []string{"a=1; b=2"}},
+		{"access cookies beside the header", []string{"__Host-access_token=forged", "a=1; __Host-access_token=x"}, []string{"a=1"}},
 		{"only issuer cookies", []string{"__Host-refresh_token=r; __Host-csrf_token=c"}, nil},
 		{"two Cookie headers", []string{"a=1; __Host-refresh_token=r", "b=2"}, []string{"a=1; b=2"}},
 		{"look-alikes kept", []string{"__host-refresh_token=1; x__Host-csrf_token=2; v=__Host-refresh_token"}, []string{"__host-refresh_token=1; x__Host-csrf_token=2; v=__Host-refresh_token"}},

@@ -81,8 +81,12 @@ type AuthRequest struct {
 //     authenticated by that header alone: its bearer token, or none when
 //     the header is malformed, never a cookie behind it. A header cannot
 //     be set cross-site, so no CSRF check applies.
-//   - Otherwise, when c is not nil, the cookie's value, non-empty and
-//     without whitespace. A browser attaches cookies to requests other
+//   - Otherwise, when c is not nil, the cookie's value, non-empty,
+//     without whitespace and the only cookie of its name: a browser holds
+//     one __Host- cookie of a name for a host, so a second one was added
+//     by hand, and a transport checking the first would pass the app a
+//     second nobody checked (a parser keeping the last one reads that
+//     one). A browser attaches cookies to requests other
 //     sites trigger, so unless the method is safe (GET, HEAD, OPTIONS,
 //     TRACE; an unknown method is not) the request must come from an
 //     allowed Origin and repeat the CSRF cookie in the CSRF header, or
@@ -102,14 +106,14 @@ func (c *CookieAuth) Authenticate(r *http.Request, req AuthRequest) (tok string,
 	if name == "" {
 		name = cc.AccessCookie
 	}
-	cookie, cerr := r.Cookie(name)
-	if cerr != nil || cookie.Value == "" || strings.ContainsAny(cookie.Value, " \t") {
+	cookies := r.CookiesNamed(name)
+	if len(cookies) != 1 || cookies[0].Value == "" || strings.ContainsAny(cookies[0].Value, " \t") {
 		return "", false, false, nil
 	}
 	if !cc.csrfOK(r, req.Method) {
 		return "", true, true, ErrCSRF
 	}
-	return cookie.Value, true, true, nil
+	return cookies[0].Value, true, true, nil
 }
 
 // csrfOK reports whether a request authenticated by a cookie may proceed:
