@@ -160,6 +160,76 @@ func TestReuseLeeway(t *testing.T) {
 	})
 }
 
+// A replay within the leeway that waited for the user behind a revocation
+// of its session finds the session revoked: it read the token before the
+// lock, and used to answer 200 with a fresh access token for the revoked
+// session. Each revocation that queues there is tried.
+func TestReplayQueuedBehindARevocation(t *testing.T) {
+	for name, revoke := range map[string]func(f *fixture, u auth.Account, p auth.TokenPair) error{
+		"logout": func(f *fixture, _ auth.Account, p auth.TokenPair) error {
+			return f.svc.Logout(context.Background(), p.RefreshToken, auth.Meta{})
+		},
+		"logout all": func(f *fixture, u auth.Account, p auth.TokenPair) error {
+			return f.svc.LogoutAll(context.Background(), u.ID, p.SessionID, auth.Meta{})
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dbURL := testdb.Postgres(t)
+			f := newFixture(t, dbURL, 10*time.Second)
+			ctx := context.Background()
+			u := f.user(t, "queued@example.com")
+			a := f.login(t, "queued@example.com", "")
+			b, err := f.svc.Refresh(ctx, a.RefreshToken, auth.Meta{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// FOR SHARE holds back every WithUser (FOR UPDATE), not the
+			// rotation's claim (FOR KEY SHARE): the revocation queues
+			// first, then the replay, which has read a on the way.
+			release := testdb.Hold(t, dbURL, "SELECT 1 FROM users WHERE id = $1 FOR SHARE", u.ID)
+			revoked := make(chan error, 1)
+			go func() { revoked <- revoke(f, u, b) }()
+			waitLockWaiters(t, f.st, 1)
+			replayed := make(chan error, 1)
+			go func() {
+				p, err := f.svc.Refresh(ctx, a.RefreshToken, auth.Meta{})
+				if err == nil && p.AccessToken != "" {
+					err = errors.New("an access token for the revoked session")
+				}
+				replayed <- err
+			}()
+			waitLockWaiters(t, f.st, 2)
+			release()
+			if err := <-revoked; err != nil {
+				t.Fatalf("%s = %v", name, err)
+			}
+			wantCode(t, "Refresh(parent within leeway, queued behind "+name+")", <-replayed, "refresh_token_revoked")
+		})
+	}
+}
+
+// waitLockWaiters returns once n operations of st wait for a lock.
+func waitLockWaiters(t *testing.T, st store.Store, n int) {
+	t.Helper()
+	lw := st.(interface {
+		LockWaiters(ctx context.Context) (int, error)
+	})
+	deadline := time.Now().Add(time.Minute) // a hang guard, not a timing assumption
+	for {
+		got, err := lw.LockWaiters(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d operations wait for a lock after a minute, want %d", got, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 func TestReuseAfterLeewayIsTheft(t *testing.T) {
 	f := newFixture(t, testdb.SQLite(t), 10*time.Second)
 	ctx := context.Background()

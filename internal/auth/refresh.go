@@ -117,7 +117,13 @@ func (s *Service) replaySuccessor(ctx context.Context, rot store.Rotation, next 
 		if u = tx.User(); u.Status != store.StatusEnabled {
 			return errRefreshRevoked()
 		}
-		if err := tx.TouchSession(ctx, t.SessionID, now, m.IP, m.userAgent()); err != nil {
+		// The token and its successor were read before the lock: a
+		// logout, a revocation or the successor's own use since then
+		// ends the replay, or a revoked session would get a fresh access
+		// token from a request that merely waited for the lock.
+		if err := tx.TouchSession(ctx, t.SessionID, rot.Child.Hash, now, m.IP, m.userAgent()); errors.Is(err, store.ErrNotFound) {
+			return errRefreshRevoked()
+		} else if err != nil {
 			return err
 		}
 		return tx.AppendAudit(ctx, s.event(EventRefreshTokenUsed, now, m, t.UserID, t.SessionID,

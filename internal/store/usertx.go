@@ -62,9 +62,12 @@ type UserTx interface {
 	// unexpired at now) past the keep most recently used, with their
 	// refresh tokens, and returns their ids, least recently used first.
 	RevokeSessionsPast(ctx context.Context, keep int, reason string, now time.Time) ([]string, error)
-	// TouchSession records a use of the user's session id (ErrNotFound
-	// when the user has none such).
-	TouchSession(ctx context.Context, id string, now time.Time, ip, userAgent string) error
+	// TouchSession records a use of the user's session id while current,
+	// the hash of a refresh token of it, is still its live token:
+	// unrevoked, unrotated and unexpired at now, in an unrevoked session.
+	// ErrNotFound otherwise (the user has no such session, or it or the
+	// token was revoked or the token used meanwhile), and nothing changes.
+	TouchSession(ctx context.Context, id, current string, now time.Time, ip, userAgent string) error
 
 	// ConsumeOneTimeToken marks the user's token used at now, only when it
 	// has the purpose, is unused and unexpired at now; otherwise

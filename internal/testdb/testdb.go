@@ -158,6 +158,14 @@ func Exec(t testing.TB, url, stmt string) {
 // or the test ends: every statement that touches it waits meanwhile.
 func LockTable(t testing.TB, url, table string) (release func()) {
 	t.Helper()
+	return Hold(t, url, "LOCK TABLE "+table+" IN ACCESS EXCLUSIVE MODE")
+}
+
+// Hold runs stmt (a LOCK TABLE, a SELECT ... FOR SHARE) in a transaction
+// of the PostgreSQL database at url, and holds the transaction, with the
+// locks stmt took, until release is called or the test ends.
+func Hold(t testing.TB, url, stmt string, args ...any) (release func()) {
+	t.Helper()
 	db, err := sql.Open("postgres", url)
 	if err != nil {
 		t.Fatalf("testdb: open %s: %v", redact(url), err)
@@ -172,8 +180,8 @@ func LockTable(t testing.TB, url, table string) (release func()) {
 		db.Close()
 	}
 	t.Cleanup(release)
-	if _, err := tx.Exec("LOCK TABLE " + table + " IN ACCESS EXCLUSIVE MODE"); err != nil {
-		t.Fatalf("testdb: lock %s: %v", table, err)
+	if _, err := tx.Exec(stmt, args...); err != nil {
+		t.Fatalf("testdb: %s: %v", stmt, err)
 	}
 	return release
 }

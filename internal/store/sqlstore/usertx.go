@@ -224,14 +224,17 @@ func (t *userTx) RevokeSessionsPast(ctx context.Context, keep int, reason string
 	return ids, nil
 }
 
-func (t *userTx) TouchSession(ctx context.Context, id string, now time.Time, ip, userAgent string) error {
+func (t *userTx) TouchSession(ctx context.Context, id, current string, now time.Time, ip, userAgent string) error {
 	if err := t.check(t.user.ID); err != nil {
 		return err
 	}
 	n, err := t.q.exec(ctx, `UPDATE sessions SET last_used_at = ?,
 		ip = CASE WHEN ? <> '' THEN ? ELSE ip END,
 		user_agent = CASE WHEN ? <> '' THEN ? ELSE user_agent END
-		WHERE id = ? AND user_id = ?`, ts(now), ip, ip, userAgent, userAgent, id, t.user.ID)
+		WHERE id = ? AND user_id = ? AND revoked_at IS NULL
+		AND EXISTS (SELECT 1 FROM refresh_tokens WHERE token_hash = ? AND session_id = sessions.id
+			AND rotated_at IS NULL AND revoked_at IS NULL AND expires_at > ?)`,
+		ts(now), ip, ip, userAgent, userAgent, id, t.user.ID, current, ts(now))
 	if err == nil && n == 0 {
 		return store.ErrNotFound
 	}

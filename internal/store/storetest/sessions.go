@@ -191,14 +191,36 @@ func testRevokeUserSessions(t *testing.T, s store.Store) {
 func testTouchSession(t *testing.T, s store.Store) {
 	u := newUser(t, s)
 	sess := newSession(t, s, u.ID)
+	tok := newToken(t, s, sess)
 	neighbour := newSession(t, s, u.ID)
+	theirs := newToken(t, s, neighbour)
 	now := at(time.Minute)
-	wantErr(t, "TouchSession", touchSession(t, s, sess.ID, now, "198.51.100.7", "agent/2.0"), nil)
+	wantErr(t, "TouchSession", touchSession(t, s, sess.ID, tok.Hash, now, "198.51.100.7", "agent/2.0"), nil)
 
 	want := sess
 	want.LastUsedAt, want.IP, want.UserAgent = now, "198.51.100.7", "agent/2.0"
 	checkSame(t, "SessionByID after TouchSession", mustSession(t, s, sess.ID), want)
 	checkSame(t, "SessionByID(other session)", mustSession(t, s, neighbour.ID), neighbour)
+
+	// Only while the token is the session's live one: not with another
+	// session's, not once it has expired, been rotated or revoked. A
+	// refused touch changes nothing.
+	later := at(2 * time.Minute)
+	wantErr(t, "TouchSession with another session's token", touchSession(t, s, sess.ID, theirs.Hash, later, "", ""), store.ErrNotFound)
+	wantErr(t, "TouchSession with an expired token", touchSession(t, s, sess.ID, tok.Hash, tok.ExpiresAt, "", ""), store.ErrNotFound)
+	child := childOf(t, tok, later)
+	if _, err := s.RotateRefreshToken(t.Context(), store.RotateRequest{Hash: tok.Hash, Next: child, Now: later}); err != nil {
+		t.Fatalf("RotateRefreshToken = %v", err)
+	}
+	wantErr(t, "TouchSession with a rotated token", touchSession(t, s, sess.ID, tok.Hash, later, "", ""), store.ErrNotFound)
+	want = mustSession(t, s, sess.ID)
+	if _, err := revokeSession(t, s, sess.ID, "logout", later); err != nil {
+		t.Fatalf("RevokeSession = %v", err)
+	}
+	wantErr(t, "TouchSession of a revoked session", touchSession(t, s, sess.ID, child.Hash, later, "203.0.113.1", ""), store.ErrNotFound)
+	if got := mustSession(t, s, sess.ID); got.LastUsedAt != want.LastUsedAt || got.IP != want.IP {
+		t.Errorf("a refused TouchSession changed the session: %s, want last used %s from %s", show(got), want.LastUsedAt, want.IP)
+	}
 }
 
 // Sessions past the most recently used ones are revoked with their

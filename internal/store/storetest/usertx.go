@@ -111,7 +111,7 @@ func testWithUserOnlyItsUser(t *testing.T, s store.Store) {
 		if changed {
 			t.Error("UserTx.RevokeSession(other's) changed = true")
 		}
-		wantErr(t, "UserTx.TouchSession(other's)", tx.TouchSession(ctx, theirs.ID, t0, "", ""), store.ErrNotFound)
+		wantErr(t, "UserTx.TouchSession(other's)", tx.TouchSession(ctx, theirs.ID, theirTok.Hash, t0, "", ""), store.ErrNotFound)
 		_, err = tx.ConsumeOneTimeToken(ctx, theirOT.Hash, theirOT.Purpose, t0)
 		wantErr(t, "UserTx.ConsumeOneTimeToken(other's)", err, store.ErrNotFound)
 		wantErr(t, "UserTx.CreateOneTimeToken(other's)", tx.CreateOneTimeToken(ctx,
@@ -305,14 +305,15 @@ func setEmailVerified(t *testing.T, s store.Store, userID string, at time.Time) 
 	return s.WithUser(t.Context(), userID, func(tx store.UserTx) error { return tx.SetEmailVerified(t.Context(), at) })
 }
 
-// touchSession records a use of session id in a WithUser of its owner.
-func touchSession(t *testing.T, s store.Store, id string, now time.Time, ip, userAgent string) error {
+// touchSession records a use of session id, whose live token is current,
+// in a WithUser of its owner.
+func touchSession(t *testing.T, s store.Store, id, current string, now time.Time, ip, userAgent string) error {
 	t.Helper()
 	sess, err := s.SessionByID(t.Context(), id)
 	if err != nil {
 		return err
 	}
-	return s.WithUser(t.Context(), sess.UserID, func(tx store.UserTx) error { return tx.TouchSession(t.Context(), id, now, ip, userAgent) })
+	return s.WithUser(t.Context(), sess.UserID, func(tx store.UserTx) error { return tx.TouchSession(t.Context(), id, current, now, ip, userAgent) })
 }
 
 // updateUser changes the user in a WithUser and returns it before and after.
