@@ -25,6 +25,7 @@ func newServeCmd(sig *signals.Process) *cobra.Command {
 			// The access log stays on without a write per request and
 			// without waiting for stdout: what is queued is written out
 			// once serving has stopped, or before a second signal's kill.
+			sig.Serve()
 			out := httpserver.NewLogWriter(os.Stdout, httpserver.LogFlushInterval)
 			defer func() { err = errors.Join(err, out.CloseWithin(httpserver.LogDrainTimeout)) }()
 			sig.BeforeKill(out.Flush)

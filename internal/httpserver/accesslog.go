@@ -8,8 +8,23 @@ import (
 	"time"
 )
 
-// maxUserAgentLen bounds the client-chosen user agent in the log.
-const maxUserAgentLen = 256
+// The client-chosen fields of an access line are bounded, so that no
+// request makes its line much longer than another's: a 64 KiB path of
+// NULs made a 130 KB line (each escaped to six bytes), and a flood of them
+// pushed other requests' lines out of a slow log output.
+const (
+	maxUserAgentLen = 256
+	maxPathLen      = 1024
+	maxMethodLen    = 32
+)
+
+// clip is s cut to at most n bytes.
+func clip(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
 
 // AccessLog writes one line per request once the handler returns: Info, or
 // Error for a 5xx. It records only the path, never the query string, headers
@@ -41,19 +56,15 @@ func AccessLog(logger *slog.Logger, next http.Handler) http.Handler {
 				// Outside RequestID: the id is on the response by now.
 				id = w.Header().Get(HeaderRequestID)
 			}
-			ua := r.UserAgent()
-			if len(ua) > maxUserAgentLen {
-				ua = ua[:maxUserAgentLen]
-			}
 			attrs := [...]slog.Attr{
-				slog.String("method", r.Method),
-				slog.String("path", r.URL.Path),
+				slog.String("method", clip(r.Method, maxMethodLen)),
+				slog.String("path", clip(r.URL.Path, maxPathLen)),
 				slog.Int("status", status),
 				slog.Int64("bytes", rec.bytes),
 				slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
 				slog.String("request_id", id),
 				slog.String("remote_addr", r.RemoteAddr),
-				slog.String("user_agent", ua),
+				slog.String("user_agent", clip(r.UserAgent(), maxUserAgentLen)),
 				{}, // grpc_status, for a gRPC call that ended with one
 				{}, // aborted, for an answer cut off
 			}

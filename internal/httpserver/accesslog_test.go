@@ -181,17 +181,25 @@ func TestAccessLogOutsideRequestID(t *testing.T) {
 	}
 }
 
-func TestAccessLogTruncatesUserAgent(t *testing.T) {
+// The fields a client chooses are cut to their bounds: a line stays a few
+// KiB however long the request's method, path or user agent.
+func TestAccessLogBoundsClientFields(t *testing.T) {
 	logger, buf := newTestLogger()
-	req := httptest.NewRequest(http.MethodGet, "/x", nil)
+	req := httptest.NewRequest(http.MethodGet, "/"+strings.Repeat("%00", 20000), nil)
+	req.Method = strings.Repeat("M", 5000)
 	req.Header.Set("User-Agent", strings.Repeat("u", 1000))
 	AccessLog(logger, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})).ServeHTTP(httptest.NewRecorder(), req)
 	lines := logLinesWithMsg(t, buf, "request")
 	if len(lines) != 1 {
 		t.Fatalf("AccessLog wrote %d request lines, want 1", len(lines))
 	}
-	if ua, _ := lines[0]["user_agent"].(string); len(ua) != maxUserAgentLen {
-		t.Errorf("AccessLog user_agent length = %d, want %d", len(ua), maxUserAgentLen)
+	for field, want := range map[string]int{"user_agent": maxUserAgentLen, "path": maxPathLen, "method": maxMethodLen} {
+		if v, _ := lines[0][field].(string); len(v) != want {
+			t.Errorf("AccessLog %s length = %d, want %d", field, len(v), want)
+		}
+	}
+	if n := len(buf.String()); n > 8<<10 {
+		t.Errorf("the access line is %d bytes, want it within 8 KiB", n)
 	}
 }
 

@@ -36,6 +36,13 @@ const logBufferSize = 64 << 10
 // shutdown. 4 MiB is seconds of a busy server's lines.
 const logQueueLimit = 4 << 20
 
+// pipeAtomic is the most a write to a pipe puts in it whole (PIPE_BUF on
+// Linux): a batch goes out in writes no larger, cut at line ends, so the
+// lines of two processes sharing a pipe (a supervisor's, a container entry
+// script's) never interleave mid-line, as 64 KiB writes did. A line longer
+// than that goes in a write of its own.
+const pipeAtomic = 4096
+
 // ErrLogDropped is what Write returns for a line it dropped because the
 // output has not taken what was queued before it.
 var ErrLogDropped = errors.New("log line dropped: the log output is not keeping up")
@@ -65,6 +72,7 @@ type LogWriter struct {
 	stuck    bool // Close gave up waiting for w
 
 	dropped atomic.Uint64
+	partial atomic.Bool // a failed write left half a line in w
 	kick    chan struct{}
 	stop    chan struct{}
 	done    chan struct{}
@@ -134,7 +142,7 @@ func (l *LogWriter) Write(p []byte) (int, error) {
 			l.dropped.Add(uint64(lineCount(p)))
 			return 0, ErrLogDropped
 		}
-		return l.w.Write(p)
+		return l.emit(p)
 	}
 	if len(l.queue)+len(p) > logQueueLimit {
 		n := lineCount(p)
@@ -168,16 +176,21 @@ func (l *LogWriter) writeOut() {
 	l.next, l.inflight = newLogBatch(), b
 	l.mu.Unlock()
 
-	_, err := l.w.Write(out)
+	n, err := l.emit(out)
 
 	l.mu.Lock()
 	if err != nil {
-		// The lines are dropped rather than retried: an output that
-		// failed them is not owed a second copy of what it may have
-		// half taken.
-		n := lineCount(out) - min(reported, 1)
-		l.dropped.Add(uint64(n))
-		l.lost += reported + n
+		// The lines not wholly written are dropped rather than retried:
+		// an output that failed them is not owed a second copy of what
+		// it may have half taken. The report, the batch's last line, is
+		// made again with the next one.
+		unwritten := bytes.Count(out[n:], []byte{'\n'})
+		if reported > 0 && n < len(out) {
+			unwritten--
+			l.lost += reported
+		}
+		l.dropped.Add(uint64(unwritten))
+		l.lost += unwritten
 	}
 	l.inflight = nil
 	if cap(out) <= 2*logBufferSize {
@@ -186,6 +199,38 @@ func (l *LogWriter) writeOut() {
 	l.mu.Unlock()
 	b.err = err
 	close(b.done)
+}
+
+// emit writes p, whole lines, to w in writes of at most pipeAtomic bytes
+// cut at line ends, first ending the half line an earlier failed write
+// left in w, so the next line does not continue it (a disk that filled
+// mid-line, then had room again, held a line glued to the next). It
+// returns how many bytes of p went out.
+func (l *LogWriter) emit(p []byte) (int, error) {
+	if l.partial.Load() {
+		if _, err := l.w.Write([]byte{'\n'}); err != nil {
+			return 0, err
+		}
+		l.partial.Store(false)
+	}
+	written := 0
+	for written < len(p) {
+		chunk := p[written:]
+		if len(chunk) > pipeAtomic {
+			if i := bytes.LastIndexByte(chunk[:pipeAtomic], '\n'); i >= 0 {
+				chunk = chunk[:i+1]
+			} else if i := bytes.IndexByte(chunk, '\n'); i >= 0 {
+				chunk = chunk[:i+1]
+			}
+		}
+		n, err := l.w.Write(chunk)
+		written += n
+		if err != nil {
+			l.partial.Store(written > 0 && p[written-1] != '\n')
+			return written, err
+		}
+	}
+	return written, nil
 }
 
 // appendDroppedLine appends the WARN line that reports n dropped lines, in
@@ -249,7 +294,7 @@ func (l *LogWriter) Close(ctx context.Context) error {
 	if len(rest) > 0 {
 		// Lines queued while Flush waited: the goroutine has stopped, so
 		// nothing else writes to w now.
-		_, err = l.w.Write(rest)
+		_, err = l.emit(rest)
 	}
 	return err
 }

@@ -127,7 +127,7 @@ func TestLogWriterConcurrentWritersLoseNothing(t *testing.T) {
 // reads does once it is full.
 type blockingSink struct {
 	writeRecorder
-	entered chan struct{} // receives once per Write that started
+	entered chan struct{} // receives when a Write starts, while it has room
 	release chan struct{}
 }
 
@@ -144,7 +144,10 @@ func newBlockingSink(t *testing.T) *blockingSink {
 }
 
 func (s *blockingSink) Write(p []byte) (int, error) {
-	s.entered <- struct{}{}
+	select {
+	case s.entered <- struct{}{}:
+	default: // a batch is many writes (pipeAtomic); the tests wait for the first
+	}
 	<-s.release
 	return s.writeRecorder.Write(p)
 }
@@ -266,5 +269,77 @@ func TestLogWriterCountsLinesTheOutputFailed(t *testing.T) {
 	got := sink.snapshot()
 	if len(got) != 1 || !strings.HasPrefix(got[0], "four\n{") || !strings.Contains(got[0], `"lines":3`) {
 		t.Fatalf("after the failure the output got %q, want four and a report of 3 lines", got)
+	}
+}
+
+// shortSink takes only the first take bytes of its first write and fails
+// it, as a disk that fills mid-line does, and takes the rest.
+type shortSink struct {
+	writeRecorder
+	take   int
+	failed bool
+}
+
+func (s *shortSink) Write(p []byte) (int, error) {
+	if !s.failed {
+		s.failed = true
+		s.writeRecorder.Write(p[:s.take])
+		return s.take, errors.New("no space left on device")
+	}
+	return s.writeRecorder.Write(p)
+}
+
+// A write that broke off mid-line leaves half a line in the output: the
+// next write ends it before its own lines, instead of gluing the next line
+// to it, and only the lines not wholly written count as dropped.
+func TestLogWriterEndsTheHalfLineAFailureLeft(t *testing.T) {
+	sink := &shortSink{take: len("one\ntw")}
+	lw := NewLogWriter(sink, time.Hour)
+	lw.Write([]byte("one\ntwo\nthree\n"))
+	if err := lw.Flush(context.Background()); err == nil {
+		t.Fatal("Flush with the output failing mid-line = nil, want its error")
+	}
+	if got := lw.Dropped(); got != 2 {
+		t.Fatalf("Dropped() = %d, want 2 (two and three; one was written)", got)
+	}
+	lw.Write([]byte("four\n"))
+	if err := lw.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	out := strings.Join(sink.snapshot(), "")
+	if !strings.HasPrefix(out, "one\ntw\nfour\n{") || !strings.Contains(out, `"lines":2`) || !strings.HasSuffix(out, "}\n") {
+		t.Fatalf("the output got %q, want one, the half line ended, four, and a report of 2 lines", out)
+	}
+}
+
+// A batch goes out in writes of whole lines, none over pipeAtomic but a
+// single line longer than that, so two processes sharing a pipe never
+// interleave mid-line.
+func TestLogWriterWritesAtMostAPipeBufferOfLines(t *testing.T) {
+	sink := &writeRecorder{}
+	lw := NewLogWriter(sink, time.Hour)
+	var want strings.Builder
+	for i := range 200 {
+		line := fmt.Sprintf("%03d %s\n", i, strings.Repeat("x", 90+i))
+		if i == 100 {
+			line = strings.Repeat("y", 3*pipeAtomic) + "\n"
+		}
+		want.WriteString(line)
+		lw.Write([]byte(line))
+	}
+	if err := lw.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	writes := sink.snapshot()
+	for i, w := range writes {
+		if !strings.HasSuffix(w, "\n") || len(w) > pipeAtomic && strings.Count(w, "\n") != 1 {
+			t.Fatalf("write %d of %d is %d bytes, %d lines: want whole lines, at most %d bytes or one line", i, len(writes), len(w), strings.Count(w, "\n"), pipeAtomic)
+		}
+	}
+	if got := strings.Join(writes, ""); got != want.String() {
+		t.Fatalf("the output differs from the lines written (%d bytes, want %d)", len(got), want.Len())
+	}
+	if len(writes) < want.Len()/pipeAtomic {
+		t.Fatalf("%d writes for %d bytes: lines go out a write each, not a pipe buffer at a time", len(writes), want.Len())
 	}
 }

@@ -1,8 +1,8 @@
-// Package signals owns a server process's answer to SIGINT and SIGTERM:
-// the first ends a context, which starts the graceful shutdown; the second
-// ends the process at once, killed by that signal, after what was
-// registered with BeforeKill (writing out the queued log lines) has had
-// up to KillFlushTimeout.
+// Package signals owns a server process's answer to SIGINT and SIGTERM
+// (and, once serving, SIGHUP and SIGPIPE): the first ends a context, which
+// starts the graceful shutdown; the second ends the process at once,
+// killed by that signal, after what was registered with BeforeKill
+// (writing out the queued log lines) has had up to KillFlushTimeout.
 package signals
 
 import (
@@ -39,6 +39,19 @@ func Notify() *Process {
 	signal.Notify(p.ch, os.Interrupt, syscall.SIGTERM)
 	go p.run()
 	return p
+}
+
+// Serve readies the process for serving: SIGHUP starts the graceful
+// shutdown as SIGINT and SIGTERM do (a closed terminal, a supervisor's
+// stop), and a write to a stdout or stderr whose reader has gone fails
+// with EPIPE instead of ending the process, as Go does unless SIGPIPE is
+// ignored: a log shipper or a "| logger" that exits must cost log lines,
+// which the log writer counts, not every request in flight. Commands that
+// only print keep the default, so that "issuer audit list | head" ends
+// quietly.
+func (p *Process) Serve() {
+	signal.Ignore(syscall.SIGPIPE)
+	signal.Notify(p.ch, syscall.SIGHUP)
 }
 
 // Context returns the context that ends at the first signal.

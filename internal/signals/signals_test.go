@@ -1,6 +1,7 @@
 package signals
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -108,5 +109,41 @@ func TestFailEndsTheProcessWithStderrStuck(t *testing.T) {
 	}
 	if code := cmd.ProcessState.ExitCode(); code != 1 {
 		t.Fatalf("the child exited %d, want 1", code)
+	}
+}
+
+// Once serving, a stdout whose reader has gone fails the write with EPIPE
+// and the process goes on (it used to die of SIGPIPE at the next log
+// flush, every request in flight with it), and SIGHUP starts the graceful
+// shutdown.
+func TestServeOutlivesItsStdoutReader(t *testing.T) {
+	if os.Getenv(childEnv) == "serve" {
+		p := Notify()
+		p.Serve()
+		_, err := os.Stdout.Write([]byte("a line nobody reads\n"))
+		fmt.Fprintln(os.Stderr, "write:", errors.Is(err, syscall.EPIPE))
+		self, _ := os.FindProcess(os.Getpid())
+		_ = self.Signal(syscall.SIGHUP)
+		<-p.Context().Done()
+		fmt.Fprintln(os.Stderr, "shutting down")
+		os.Exit(0)
+	}
+	if os.Getenv(childEnv) != "" {
+		t.Skip("a child of another test")
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close() // the reader is gone before the child writes
+	cmd := exec.Command(os.Args[0], "-test.run=^TestServeOutlivesItsStdoutReader$")
+	cmd.Env = append(os.Environ(), childEnv+"=serve")
+	cmd.Stdout = w
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err = cmd.Run()
+	w.Close()
+	if err != nil || stderr.String() != "write: true\nshutting down\n" {
+		t.Fatalf("the child ended with %v and wrote %q to stderr, want status 0 and an EPIPE, then a graceful shutdown on SIGHUP", err, stderr.String())
 	}
 }
