@@ -220,7 +220,7 @@ func (q *queries) atomic(ctx context.Context, fn func(*queries) error) (err erro
 	tx, err := q.db.BeginTxx(ctx, nil)
 	q.beginning.Add(-1)
 	if err != nil {
-		return mapErr(err)
+		return mapCtxErr(ctx, err)
 	}
 	defer func() {
 		if p := recover(); p != nil {
@@ -232,7 +232,7 @@ func (q *queries) atomic(ctx context.Context, fn func(*queries) error) (err erro
 		tx.Rollback()
 		return err
 	}
-	return mapErr(tx.Commit())
+	return mapCtxErr(ctx, tx.Commit())
 }
 
 // q rebinds a query written with ? placeholders for the dialect, once.
@@ -279,11 +279,11 @@ func (q *queries) stmt(ctx context.Context, query string) (*sqlx.Stmt, error) {
 		// the next use.
 		go q.cache(bound)
 		prepared, err := q.tx.PreparexContext(ctx, bound)
-		return prepared, mapErr(err)
+		return prepared, mapCtxErr(ctx, err)
 	} else {
 		prepared, err := q.db.PreparexContext(ctx, bound)
 		if err != nil {
-			return nil, mapErr(err)
+			return nil, mapCtxErr(ctx, err)
 		}
 		v, loaded := q.stmts.LoadOrStore(bound, prepared)
 		if loaded {
@@ -333,24 +333,24 @@ func (q *queries) ext() sqlx.ExtContext {
 
 func (q *queries) get(ctx context.Context, dest any, query string, args ...any) error {
 	if q.dialect != Postgres {
-		return mapErr(sqlx.GetContext(ctx, q.ext(), dest, q.q(query), args...))
+		return mapCtxErr(ctx, sqlx.GetContext(ctx, q.ext(), dest, q.q(query), args...))
 	}
 	st, err := q.stmt(ctx, query)
 	if err != nil {
 		return err
 	}
-	return mapErr(st.GetContext(ctx, dest, args...))
+	return mapCtxErr(ctx, st.GetContext(ctx, dest, args...))
 }
 
 func (q *queries) selectAll(ctx context.Context, dest any, query string, args ...any) error {
 	if q.dialect != Postgres {
-		return mapErr(sqlx.SelectContext(ctx, q.ext(), dest, q.q(query), args...))
+		return mapCtxErr(ctx, sqlx.SelectContext(ctx, q.ext(), dest, q.q(query), args...))
 	}
 	st, err := q.stmt(ctx, query)
 	if err != nil {
 		return err
 	}
-	return mapErr(st.SelectContext(ctx, dest, args...))
+	return mapCtxErr(ctx, st.SelectContext(ctx, dest, args...))
 }
 
 func (q *queries) exec(ctx context.Context, query string, args ...any) (int64, error) {
@@ -366,7 +366,7 @@ func (q *queries) exec(ctx context.Context, query string, args ...any) (int64, e
 		res, err = st.ExecContext(ctx, args...)
 	}
 	if err != nil {
-		return 0, mapErr(err)
+		return 0, mapCtxErr(ctx, err)
 	}
 	n, err := res.RowsAffected()
 	return n, mapErr(err)
@@ -374,6 +374,19 @@ func (q *queries) exec(ctx context.Context, query string, args ...any) (int64, e
 
 // mapErr turns driver errors into the store's sentinels. It is the only
 // place that knows driver error codes.
+// mapCtxErr is mapErr for a call made under ctx: PostgreSQL's answer
+// to the cancel lib/pq sends when ctx ends (57014, "canceling statement
+// due to user request") is ctx's error, so that a request whose client
+// hung up while it waited for a lock is told from a fault (it was answered
+// 500 and logged as a failure).
+func mapCtxErr(ctx context.Context, err error) error {
+	var pqErr *pq.Error
+	if ctxErr := ctx.Err(); ctxErr != nil && errors.As(err, &pqErr) && pqErr.Code == "57014" {
+		return fmt.Errorf("%w: %w", ctxErr, err)
+	}
+	return mapErr(err)
+}
+
 func mapErr(err error) error {
 	if err == nil {
 		return nil

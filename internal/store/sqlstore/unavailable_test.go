@@ -223,3 +223,31 @@ func TestMapErrSQLite(t *testing.T) {
 		})
 	}
 }
+
+// A statement cancelled because its context ended (a client that hung up
+// while the request waited for a lock) fails with the context's error,
+// not PostgreSQL's "canceling statement due to user request", which the
+// API answered 500 and logged as a failure.
+func TestCancelledStatementIsTheContexts(t *testing.T) {
+	url := testdb.Postgres(t)
+	st := testdb.Store(t, url)
+	testdb.Hold(t, url, "LOCK TABLE users IN ACCESS EXCLUSIVE MODE")
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		_, err := st.UserByID(ctx, "01a2131d-4901-7d37-bc70-e73180384996")
+		done <- err
+	}()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
+		if n, err := st.LockWaiters(t.Context()); err != nil || n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the read did not wait for the lock within a minute") // a hang guard
+		}
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("a read cancelled while it waited for a lock = %v, want context.Canceled", err)
+	}
+}
