@@ -375,7 +375,7 @@ func (l *Limiter) Allow(ctx context.Context, name, subject string) (Decision, er
 	now := l.now()
 	var r Result
 	err := storeCall(ctx, func() (err error) {
-		r, err = l.store.Take(ctx, key(name, subject), spec.Limit, now)
+		r, err = l.store.Take(ctx, counterKey(name, spec.Limit, subject), spec.Limit, now)
 		return err
 	})
 	if err != nil && ctx.Err() != nil {
@@ -402,7 +402,7 @@ func (l *Limiter) storeFailed(ctx context.Context, name, subject string, spec Sp
 	var r Result
 	if policy == FailOpen {
 		var lerr error
-		if r, lerr = l.local.take(key(name, subject), spec.Limit, now); lerr != nil {
+		if r, lerr = l.local.take(counterKey(name, spec.Limit, subject), spec.Limit, now); lerr != nil {
 			r = Result{Allowed: true, Remaining: spec.Count}
 			err = fmt.Errorf("%w; this replica's own counts: %w", err, lerr)
 		}
@@ -456,10 +456,13 @@ func (l *Limiter) decide(name string, spec Spec, now time.Time, r Result) Decisi
 // Reset forgets subject's counter of the named limit (or mark): its next
 // request finds the whole quota.
 func (l *Limiter) Reset(ctx context.Context, name, subject string) error {
-	if _, ok := l.specs[name]; !ok && name != KnownLoginClient {
+	k := key(name, subject) // a mark's
+	if spec, ok := l.specs[name]; ok {
+		k = counterKey(name, spec.Limit, subject)
+	} else if name != KnownLoginClient {
 		return fmt.Errorf("ratelimit: unknown limit %q", name)
 	}
-	if err := storeCall(ctx, func() error { return l.store.Reset(ctx, key(name, subject)) }); err != nil {
+	if err := storeCall(ctx, func() error { return l.store.Reset(ctx, k) }); err != nil {
 		return fmt.Errorf("ratelimit: reset %s: %w", name, err)
 	}
 	return nil
@@ -496,8 +499,18 @@ func (l *Limiter) Remembered(ctx context.Context, mark, subject string) (bool, e
 	return ok, nil
 }
 
-// key names a subject's counter. Subjects are hashed so that the counter
-// table holds no email address or client address in clear.
+// counterKey names a subject's counter of the named limit lim, the limit
+// in it: a limit changed starts its counters afresh. Under the name alone
+// a limit loosened from 20/1h to 10/2s kept refusing, with a Retry-After
+// of nearly an hour, every subject the old one had used up, until the old
+// period ran out (found by a probe). Replicas that disagree on a limit,
+// during a rolling change, count apart.
+func counterKey(name string, lim Limit, subject string) string {
+	return key(name+"@"+lim.String(), subject)
+}
+
+// key names a subject's counter or mark. Subjects are hashed so that the
+// counter table holds no email address or client address in clear.
 func key(name, subject string) string {
 	sum := sha256.Sum256([]byte(subject))
 	return name + ":" + hex.EncodeToString(sum[:16])

@@ -341,6 +341,38 @@ func TestReset(t *testing.T) {
 	}
 }
 
+// A limit changed starts afresh: the counters a looser limit finds are
+// not the old one's, whose state held every used-up subject to the old
+// period (Retry-After near an hour under a limit of 10/2s).
+func TestChangedLimitStartsAfresh(t *testing.T) {
+	now := time.Unix(1_900_000_000, 0)
+	clock := func() time.Time { return now }
+	st, ctx := ratelimit.NewMemory(), context.Background()
+	strict, err := ratelimit.New(st, []string{"refresh=2/1h"}, clock, discard(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		_, _ = strict.Allow(ctx, ratelimit.Refresh, "192.0.2.1")
+	}
+	if d, err := strict.Allow(ctx, ratelimit.Refresh, "192.0.2.1"); err != nil || d.Allowed {
+		t.Fatalf("third refresh under 2/1h = %+v, %v; want refused", d, err)
+	}
+	loose, err := ratelimit.New(st, []string{"refresh=10/2s"}, clock, discard(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err := loose.Allow(ctx, ratelimit.Refresh, "192.0.2.1"); err != nil || !d.Allowed || d.Remaining != 9 {
+		t.Fatalf("first refresh under 10/2s after 2/1h was used up = %+v, %v; want allowed, 9 left", d, err)
+	}
+	if err := loose.Reset(ctx, ratelimit.Refresh, "192.0.2.1"); err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := loose.Allow(ctx, ratelimit.Refresh, "192.0.2.1"); d.Remaining != 9 {
+		t.Errorf("after Reset under 10/2s, Remaining = %d, want 9: the reset missed the limit's counter", d.Remaining)
+	}
+}
+
 func mustNew(t *testing.T, st ratelimit.Store) *ratelimit.Limiter {
 	t.Helper()
 	l, err := ratelimit.New(st, nil, time.Now, discard(), nil)
