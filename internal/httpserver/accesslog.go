@@ -27,7 +27,7 @@ func clip(s string, n int) string {
 }
 
 // AccessLog writes one line per request once the handler returns: Info, or
-// Error for a 5xx. It records only the path, never the query string, headers
+// Error for a 5xx other than 501. It records only the path, never the query string, headers
 // or bodies, because those may carry tokens and passwords.
 //
 // A gRPC call's line also carries its grpc_status: its HTTP status is 200
@@ -48,7 +48,9 @@ func AccessLog(logger *slog.Logger, next http.Handler) http.Handler {
 		defer func() {
 			status := rec.finalStatus(!returned)
 			level := slog.LevelInfo
-			if status >= 500 {
+			// 501 says what the client asked for is not served here (a
+			// CONNECT, say): an ERROR line any client could make at will.
+			if status >= 500 && status != http.StatusNotImplemented {
 				level = slog.LevelError
 			}
 			id := RequestIDFromContext(r.Context())

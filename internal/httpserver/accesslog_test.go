@@ -86,6 +86,11 @@ func TestAccessLogStatusAndLevel(t *testing.T) {
 			wantStatus: 503, wantBytes: 0, wantLevel: "ERROR",
 		},
 		{
+			name:       "501, the client's method, is info",
+			handler:    func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNotImplemented) },
+			wantStatus: 501, wantBytes: 0, wantLevel: "INFO",
+		},
+		{
 			name: "early hints are not the status",
 			handler: func(w http.ResponseWriter, _ *http.Request) {
 				w.WriteHeader(http.StatusEarlyHints)
