@@ -176,7 +176,7 @@ func (s *Service) ResetPassword(ctx context.Context, tok, newPassword string, m 
 	if err != nil {
 		return "", hashErr(err)
 	}
-	err = s.st.WithUser(ctx, u.ID, func(tx store.UserTx) error {
+	err = s.withUser(ctx, u.ID, func(tx store.UserTx, now time.Time) error {
 		// Consuming is the atomic step: of two resets racing with one
 		// token, only one gets here.
 		if _, err := tx.ConsumeOneTimeToken(ctx, hash, store.PurposePasswordReset, now); err != nil {

@@ -45,9 +45,8 @@ func (s *Service) AdminRevokeSessions(ctx context.Context, a Actor, userID strin
 	if err := s.authorizeRead(ctx, a); err != nil {
 		return 0, err
 	}
-	now := s.clock()
 	var n int
-	err := s.st.WithUser(ctx, userID, func(tx store.UserTx) error {
+	err := s.withUser(ctx, userID, func(tx store.UserTx, now time.Time) error {
 		if err := authorizeWrite(ctx, tx, a); err != nil {
 			return err
 		}

@@ -167,9 +167,8 @@ func (s *Service) AdminUpdateUser(ctx context.Context, a Actor, id string, p Use
 	if err := p.check(); err != nil {
 		return Account{}, err
 	}
-	now := s.clock()
 	var after store.User
-	err := s.st.WithUser(ctx, id, func(tx store.UserTx) error {
+	err := s.withUser(ctx, id, func(tx store.UserTx, now time.Time) error {
 		if err := authorizeWrite(ctx, tx, a); err != nil {
 			return err
 		}

@@ -208,6 +208,33 @@ func TestReplayQueuedBehindARevocation(t *testing.T) {
 	}
 }
 
+// A revocation that waited for the user's lock takes effect, and is dated,
+// when it got the lock: its feed entry lasts access-token TTL + skew from
+// then, so a token a refresh minted while it waited is still covered.
+func TestRevocationIsDatedWhenItTakesEffect(t *testing.T) {
+	dbURL := testdb.Postgres(t)
+	f := newFixture(t, dbURL, 0)
+	ctx := context.Background()
+	u := f.user(t, "dated@example.com")
+	a := f.login(t, "dated@example.com", "")
+	release := testdb.Hold(t, dbURL, "SELECT 1 FROM users WHERE id = $1 FOR SHARE", u.ID)
+	done := make(chan error, 1)
+	go func() { done <- f.svc.Logout(ctx, a.RefreshToken, auth.Meta{}) }()
+	waitLockWaiters(t, f.st, 1)
+	f.clock.Advance(time.Minute) // the wait
+	release()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	sess, err := f.st.SessionByID(ctx, a.SessionID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := f.clock.Now().UTC(); sess.RevokedAt == nil || !sess.RevokedAt.Equal(want) {
+		t.Fatalf("session revoked at %v after waiting for the lock, want %v, when the logout got it", sess.RevokedAt, want)
+	}
+}
+
 // waitLockWaiters returns once n operations of st wait for a lock.
 func waitLockWaiters(t *testing.T, st store.Store, n int) {
 	t.Helper()

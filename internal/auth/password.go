@@ -3,6 +3,7 @@ package auth
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/palisade-auth/palisade/internal/apperr"
 	"github.com/palisade-auth/palisade/internal/password"
@@ -62,8 +63,7 @@ func (s *Service) ChangePassword(ctx context.Context, userID, sessionID string, 
 	if err != nil {
 		return hashErr(err)
 	}
-	now := s.clock()
-	err = s.st.WithUser(ctx, u.ID, func(tx store.UserTx) error {
+	err = s.withUser(ctx, u.ID, func(tx store.UserTx, now time.Time) error {
 		// Re-read under the user's lock: a change or reset that committed
 		// while this one was hashing made the password just checked stale,
 		// and last-writer-wins would let a stale password overrule it.

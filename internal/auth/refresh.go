@@ -75,7 +75,7 @@ func (s *Service) refused(ctx context.Context, rot store.Rotation, presented, ne
 		if s.withinLeeway(rot, next, now) {
 			return s.replaySuccessor(ctx, rot, next, now, m)
 		}
-		err := s.st.WithUser(ctx, t.UserID, func(tx store.UserTx) error {
+		err := s.withUser(ctx, t.UserID, func(tx store.UserTx, now time.Time) error {
 			revoked, err := tx.RevokeSessions(ctx, "refresh_token_reused", now)
 			if err != nil {
 				return err
@@ -148,8 +148,7 @@ func (s *Service) Logout(ctx context.Context, presented string, m Meta) error {
 	if err != nil {
 		return apperr.Internal(err)
 	}
-	now := s.clock()
-	err = s.st.WithUser(ctx, t.UserID, func(tx store.UserTx) error {
+	err = s.withUser(ctx, t.UserID, func(tx store.UserTx, now time.Time) error {
 		changed, err := tx.RevokeSession(ctx, t.SessionID, "logout", now)
 		if err != nil || !changed {
 			return err
@@ -165,8 +164,7 @@ func (s *Service) Logout(ctx context.Context, presented string, m Meta) error {
 // LogoutAll revokes every session of the user. Access tokens already issued
 // stay valid until they expire: they are stateless by design.
 func (s *Service) LogoutAll(ctx context.Context, userID, sessionID string, m Meta) error {
-	now := s.clock()
-	err := s.st.WithUser(ctx, userID, func(tx store.UserTx) error {
+	err := s.withUser(ctx, userID, func(tx store.UserTx, now time.Time) error {
 		revoked, err := tx.RevokeSessions(ctx, "logout_all", now)
 		if err != nil {
 			return err

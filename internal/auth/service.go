@@ -15,6 +15,7 @@
 package auth
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -205,6 +206,16 @@ func (s *Service) newID() string {
 // clock returns now in UTC at the store's precision, so values written and
 // read back compare equal on every database.
 func (s *Service) clock() time.Time { return s.now().UTC().Truncate(time.Microsecond) }
+
+// withUser runs fn under the user's lock (store.WithUser) with the time
+// read once the lock is held: a revocation that waited there takes effect,
+// and its feed entry lasts (revoked_at + access-token TTL + skew), from
+// when it could no longer be outrun, not from before the wait. Read
+// before, a revocation held 40 s behind the lock published an entry that
+// ended 9 s before a token minted meanwhile expired.
+func (s *Service) withUser(ctx context.Context, userID string, fn func(tx store.UserTx, now time.Time) error) error {
+	return s.st.WithUser(ctx, userID, func(tx store.UserTx) error { return fn(tx, s.clock()) })
+}
 
 // event builds an audit entry. data must hold no secret.
 func (s *Service) event(typ string, at time.Time, m Meta, userID, sessionID string, data map[string]any) store.AuditEvent {

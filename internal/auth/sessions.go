@@ -3,6 +3,7 @@ package auth
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/palisade-auth/palisade/internal/apperr"
 	"github.com/palisade-auth/palisade/internal/store"
@@ -32,8 +33,7 @@ func (s *Service) Sessions(ctx context.Context, userID, currentSessionID string)
 // RevokeSession ends one of the user's own sessions. Another user's session
 // is reported as not found, so ids of others cannot be probed.
 func (s *Service) RevokeSession(ctx context.Context, userID, sessionID string, m Meta) error {
-	now := s.clock()
-	err := s.st.WithUser(ctx, userID, func(tx store.UserTx) error {
+	err := s.withUser(ctx, userID, func(tx store.UserTx, now time.Time) error {
 		// Not found unless the session is the user's own.
 		changed, err := tx.RevokeSession(ctx, sessionID, "revoked_by_user", now)
 		if err != nil || !changed {
