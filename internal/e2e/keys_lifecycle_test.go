@@ -17,6 +17,7 @@ import (
 
 	"github.com/palisade-auth/palisade/internal/mail/mailtest"
 	"github.com/palisade-auth/palisade/internal/store"
+	"github.com/palisade-auth/palisade/internal/testdb"
 )
 
 // keyObject is the admin API's key object.
@@ -290,6 +291,54 @@ func TestKeyScheduleRefusesUnsafeSettings(t *testing.T) {
 		if !strings.Contains(out, args[len(args)-2]) {
 			t.Errorf("issuer serve %v said\n%s\nwant refused at start naming %s", args, out, args[len(args)-2])
 		}
+	}
+}
+
+// TestSigningKeyNoReplicaOpens: issuer keys rotate refuses a --kek-file
+// that does not open the key signing now (it scheduled a key no replica
+// could open, and every login was 500 once it signed), and a replica that
+// cannot open the key signing now (another one sealed it under a
+// key-encryption key this one does not hold) answers /health 503, so that
+// a load balancer sends the logins elsewhere.
+func TestSigningKeyNoReplicaOpens(t *testing.T) {
+	dbURL := testdb.SQLite(t)
+	is := startIssuer(t, dbURL, "--key-rotation-interval", "0")
+	wantStatus(t, "health", do(t, "GET", is.base+"/health", nil), http.StatusOK)
+	oldLine, err := os.ReadFile(is.kek)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrong := &issuer{dbURL: dbURL, kek: kekFile(t)}
+	if out, err := wrong.cli(t, "", "keys", "rotate", "--activate-in", "1s"); err == nil || !strings.Contains(out, "cannot be opened") {
+		t.Fatalf("keys rotate with a key-encryption key that opens nothing = %v\n%s\nwant refused", err, out)
+	}
+	// A new key-encryption key first, the old one after it: the rotation
+	// is allowed and seals the next key under the new one, which the
+	// running replica, on the old file alone, does not hold.
+	newLine, err := os.ReadFile(wrong.kek)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ring := &issuer{dbURL: dbURL, kek: filepath.Join(t.TempDir(), "kek")}
+	if err := os.WriteFile(ring.kek, []byte(strings.TrimSpace(string(newLine))+"\n"+strings.TrimSpace(string(oldLine))+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := ring.cli(t, "", "keys", "rotate", "--activate-in", "1s"); err != nil {
+		t.Fatalf("keys rotate with the new key first, the old after = %v\n%s", err, out)
+	}
+	// Polled until the next key signs (1 s) and the replica has read it
+	// (--key-reload-interval 1s); the deadline is a hang guard.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		r := do(t, "GET", is.base+"/health", nil)
+		if r.status == http.StatusServiceUnavailable {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/health of a replica that cannot open the key signing now = %d %s after 30 s, want 503", r.status, r.body)
+		}
+	}
+	if _, ok := is.logs.waitFor(time.Now().Add(10*time.Second), func(l string) bool { return strings.Contains(l, "cannot sign tokens") }); !ok {
+		t.Errorf("the replica's log does not say why it is unhealthy:\n%s", is.logs.String())
 	}
 }
 

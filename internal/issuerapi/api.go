@@ -38,9 +38,11 @@ type Config struct {
 	ResponseWriteTimeout time.Duration
 }
 
-// JWKSPublisher publishes the signing keys as a JWK set.
-type JWKSPublisher interface {
+// KeySet publishes the signing keys as a JWK set, and tells whether the
+// key that signs now can sign (keys.Manager).
+type KeySet interface {
 	JWKS(ctx context.Context) ([]byte, error)
+	CanSign(ctx context.Context) error
 }
 
 // Pinger reports whether the database answers.
@@ -51,7 +53,7 @@ type Pinger interface {
 // Deps are the API's collaborators.
 type Deps struct {
 	Auth        *auth.Service
-	Keys        JWKSPublisher
+	Keys        KeySet
 	Verifier    *verify.Verifier
 	DB          Pinger
 	Idempotency *idempotency.Keys
@@ -65,7 +67,7 @@ type Deps struct {
 // API is the issuer's HTTP surface.
 type API struct {
 	auth    *auth.Service
-	keys    JWKSPublisher
+	keys    KeySet
 	verify  *verify.Verifier
 	db      Pinger
 	idem    *idempotency.Keys

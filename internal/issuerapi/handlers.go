@@ -171,10 +171,22 @@ func (a *API) health(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), time.Second)
 	defer cancel()
 	w.Header().Set("Cache-Control", "no-store")
-	if err := pingWithin(ctx, a.db); err != nil {
-		a.log.WarnContext(r.Context(), "health: database does not answer", "err", err)
-		a.writeRaw(w, http.StatusServiceUnavailable, []byte(`{"status":"unavailable"}`+"\n"))
-		return
+	// A replica that cannot open the key signing now (another replica
+	// sealed it under a key-encryption key this one does not hold, midway
+	// through a rolling --kek-file change) answers every login 500: the
+	// load balancer is to send them elsewhere.
+	for _, check := range []struct {
+		failed string
+		run    func(context.Context) error
+	}{
+		{"health: database does not answer", func(ctx context.Context) error { return pingWithin(ctx, a.db) }},
+		{"health: cannot sign tokens", a.keys.CanSign},
+	} {
+		if err := check.run(ctx); err != nil {
+			a.log.WarnContext(r.Context(), check.failed, "err", err)
+			a.writeRaw(w, http.StatusServiceUnavailable, []byte(`{"status":"unavailable"}`+"\n"))
+			return
+		}
 	}
 	a.writeRaw(w, http.StatusOK, []byte(`{"status":"ok"}`+"\n"))
 }

@@ -178,8 +178,18 @@ func (m *Manager) Rotate(ctx context.Context, activateIn time.Duration, record f
 	var kid string
 	err := m.st.InTx(ctx, func(q store.Queries) error {
 		now := m.now().UTC()
-		if _, err := lockedKeys(ctx, q, now); err != nil {
+		ks, err := lockedKeys(ctx, q, now)
+		if err != nil {
 			return err
+		}
+		// A key sealed under a key-encryption key the replicas do not
+		// hold (issuer keys rotate run with the wrong --kek-file) would
+		// answer every login 500 once it signed: the key signing now
+		// must open with the one this key is sealed under.
+		if active, ok := activeKey(ks, now); ok {
+			if err := m.opens(active); err != nil {
+				return err
+			}
 		}
 		at := now.Add(activateIn)
 		k, err := m.newKey(now, at)

@@ -128,11 +128,28 @@ func (m *Manager) EnsureKey(ctx context.Context) error {
 		if k.RevokedAt != nil || k.ActivatesAt.Before(active.ActivatesAt) {
 			continue // never signs again: only its public half is used
 		}
-		if _, err := m.sealer.Open(k.PrivateSeal, k.KID); err != nil {
-			return fmt.Errorf("keys: signing key %s: %w", k.KID, err)
+		if err := m.opens(k); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// opens reports whether the key-encryption keys open k's private half:
+// ErrSealed, naming the key, when they do not.
+func (m *Manager) opens(k store.SigningKey) error {
+	if _, err := m.sealer.Open(k.PrivateSeal, k.KID); err != nil {
+		return fmt.Errorf("keys: signing key %s: %w", k.KID, err)
+	}
+	return nil
+}
+
+// CanSign reports whether the key that signs now can sign: its private
+// half opens (ErrSealed otherwise: a key another replica sealed under a
+// key-encryption key this one does not hold), or was opened before.
+func (m *Manager) CanSign(ctx context.Context) error {
+	_, err := m.SigningKey(ctx)
+	return err
 }
 
 func (m *Manager) newKey(now, activates time.Time) (store.SigningKey, error) {

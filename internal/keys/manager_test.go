@@ -128,8 +128,19 @@ func TestEnsureKeyRefusesAnotherKEK(t *testing.T) {
 		if err := newManager(st, newSealer(t, kekA), clk).EnsureKey(ctx); err != nil {
 			t.Fatalf("EnsureKey under A: %v", err)
 		}
-		if err := newManager(st, newSealer(t, kekB), clk).EnsureKey(ctx); !errors.Is(err, keys.ErrSealed) {
+		wrong := newManager(st, newSealer(t, kekB), clk)
+		if err := wrong.EnsureKey(ctx); !errors.Is(err, keys.ErrSealed) {
 			t.Fatalf("EnsureKey under B of a key sealed under A = %v, want ErrSealed", err)
+		}
+		if err := wrong.CanSign(ctx); !errors.Is(err, keys.ErrSealed) {
+			t.Fatalf("CanSign under B of a key sealed under A = %v, want ErrSealed", err)
+		}
+		// A rotation under B would schedule a key no replica opens.
+		if _, err := wrong.Rotate(ctx, 10*time.Minute, nil); !errors.Is(err, keys.ErrSealed) {
+			t.Fatalf("Rotate under B while a key sealed under A signs = %v, want ErrSealed", err)
+		}
+		if ks, _ := st.SigningKeys(ctx, clk.Now()); len(ks) != 1 {
+			t.Fatalf("a refused Rotate left %d keys, want the 1 there was", len(ks))
 		}
 		ring, err := keys.NewKeyring([][]byte{kekB, kekA}, rand.Reader)
 		if err != nil {
