@@ -6,24 +6,56 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
-// The client-chosen fields of an access line are bounded, so that no
-// request makes its line much longer than another's: a 64 KiB path of
-// NULs made a 130 KB line (each escaped to six bytes), and a flood of them
-// pushed other requests' lines out of a slow log output.
+// The client-chosen fields of an access line are bounded, as written: in
+// JSON, so that a NUL, escaped to six bytes, counts six. A line stays under
+// 2 KiB, inside the 4 KiB a pipe takes whole (pipeAtomic), however long the
+// request's method, path or user agent: a 64 KiB path of NULs made a 130
+// KB line, a flood of them pushed other requests' lines out of a slow log
+// output, and clipped by raw bytes a 1 KiB path of NULs still made 6 KiB,
+// which two processes sharing a pipe interleaved.
 const (
 	maxUserAgentLen = 256
 	maxPathLen      = 1024
 	maxMethodLen    = 32
 )
 
-// clip is s cut to at most n bytes.
+// clip is the longest prefix of s whose JSON string escape (as slog's
+// JSON handler writes it) takes at most n bytes.
 func clip(s string, n int) string {
-	if len(s) > n {
-		return s[:n]
+	width := 0
+	for i := 0; i < len(s); {
+		w, size := escapedWidth(s[i:])
+		if width+w > n {
+			return s[:i]
+		}
+		width += w
+		i += size
 	}
 	return s
+}
+
+// escapedWidth is how many bytes the first character of s takes escaped in
+// a JSON string, and how many bytes of s it is: a control character six
+// (\u00XX; \n, \r and \t take two, counted six), a quote or backslash two, a byte that is no UTF-8 six
+// (\ufffd), as are U+2028 and U+2029; any other character its own size.
+func escapedWidth(s string) (width, size int) {
+	if b := s[0]; b < utf8.RuneSelf {
+		switch {
+		case b == '"' || b == '\\':
+			return 2, 1
+		case b < 0x20:
+			return 6, 1
+		}
+		return 1, 1
+	}
+	r, size := utf8.DecodeRuneInString(s)
+	if r == utf8.RuneError && size == 1 || r == '\u2028' || r == '\u2029' {
+		return 6, size
+	}
+	return size, size
 }
 
 // AccessLog writes one line per request once the handler returns: Info, or

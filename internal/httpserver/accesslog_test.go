@@ -186,25 +186,54 @@ func TestAccessLogOutsideRequestID(t *testing.T) {
 	}
 }
 
-// The fields a client chooses are cut to their bounds: a line stays a few
-// KiB however long the request's method, path or user agent.
+// The fields a client chooses are cut to their bounds as written, escapes
+// included: a line stays within 2 KiB however long the request's method,
+// path or user agent, and whatever bytes they hold.
 func TestAccessLogBoundsClientFields(t *testing.T) {
-	logger, buf := newTestLogger()
-	req := httptest.NewRequest(http.MethodGet, "/"+strings.Repeat("%00", 20000), nil)
-	req.Method = strings.Repeat("M", 5000)
-	req.Header.Set("User-Agent", strings.Repeat("u", 1000))
-	AccessLog(logger, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})).ServeHTTP(httptest.NewRecorder(), req)
-	lines := logLinesWithMsg(t, buf, "request")
-	if len(lines) != 1 {
-		t.Fatalf("AccessLog wrote %d request lines, want 1", len(lines))
+	for name, fill := range map[string]string{"plain": "u", "NUL": "\x00", "not UTF-8": "\xff", "quotes": `"`, "line separators": "\u2028"} {
+		t.Run(name, func(t *testing.T) {
+			logger, buf := newTestLogger()
+			req := httptest.NewRequest(http.MethodGet, "/x", nil)
+			req.URL.Path = "/" + strings.Repeat(fill, 20000)
+			req.Method = strings.Repeat(fill, 5000)
+			req.Header.Set("User-Agent", strings.Repeat(fill, 1000))
+			AccessLog(logger, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})).ServeHTTP(httptest.NewRecorder(), req)
+			lines := logLinesWithMsg(t, buf, "request")
+			if len(lines) != 1 {
+				t.Fatalf("AccessLog wrote %d request lines, want 1", len(lines))
+			}
+			if n := len(buf.String()); n > 2<<10 {
+				t.Errorf("the access line is %d bytes, want it within 2 KiB", n)
+			}
+			if fill != "u" {
+				return
+			}
+			for field, want := range map[string]int{"user_agent": maxUserAgentLen, "path": maxPathLen, "method": maxMethodLen} {
+				if v, _ := lines[0][field].(string); len(v) != want {
+					t.Errorf("AccessLog %s length = %d, want %d", field, len(v), want)
+				}
+			}
+		})
 	}
-	for field, want := range map[string]int{"user_agent": maxUserAgentLen, "path": maxPathLen, "method": maxMethodLen} {
-		if v, _ := lines[0][field].(string); len(v) != want {
-			t.Errorf("AccessLog %s length = %d, want %d", field, len(v), want)
+}
+
+func TestClipCutsByEscapedWidth(t *testing.T) {
+	for _, tc := range []struct {
+		s    string
+		n    int
+		want string
+	}{
+		{"abcdef", 4, "abcd"},
+		{"ab\x00cd", 7, "ab"},     // the NUL takes six: 8 > 7
+		{"ab\x00cd", 8, "ab\x00"}, // exactly
+		{`a"b`, 2, "a"},           // the quote takes two
+		{"aé", 3, "aé"},           // é is two bytes, written as they are
+		{"a\xffb", 6, "a"},        // a byte that is no UTF-8 becomes \ufffd, six
+		{"short", 100, "short"},
+	} {
+		if got := clip(tc.s, tc.n); got != tc.want {
+			t.Errorf("clip(%q, %d) = %q, want %q", tc.s, tc.n, got, tc.want)
 		}
-	}
-	if n := len(buf.String()); n > 8<<10 {
-		t.Errorf("the access line is %d bytes, want it within 8 KiB", n)
 	}
 }
 

@@ -43,7 +43,7 @@ func Notify() *Process {
 
 // Serve readies the process for serving: SIGHUP starts the graceful
 // shutdown as SIGINT and SIGTERM do (a closed terminal, a supervisor's
-// stop), and a write to a stdout or stderr whose reader has gone fails
+// stop; unless the process was started with it ignored, as nohup does), and a write to a stdout or stderr whose reader has gone fails
 // with EPIPE instead of ending the process, as Go does unless SIGPIPE is
 // ignored: a log shipper or a "| logger" that exits must cost log lines,
 // which the log writer counts, not every request in flight. Commands that
@@ -51,7 +51,11 @@ func Notify() *Process {
 // quietly.
 func (p *Process) Serve() {
 	signal.Ignore(syscall.SIGPIPE)
-	signal.Notify(p.ch, syscall.SIGHUP)
+	// Started under nohup (SIGHUP ignored), it stays ignored: Notify
+	// would undo what the operator asked for.
+	if !signal.Ignored(syscall.SIGHUP) {
+		signal.Notify(p.ch, syscall.SIGHUP)
+	}
 }
 
 // Context returns the context that ends at the first signal.

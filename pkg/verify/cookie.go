@@ -107,13 +107,32 @@ func (c *CookieAuth) Authenticate(r *http.Request, req AuthRequest) (tok string,
 		name = cc.AccessCookie
 	}
 	cookies := r.CookiesNamed(name)
-	if len(cookies) != 1 || cookies[0].Value == "" || strings.ContainsAny(cookies[0].Value, " \t") {
+	if len(cookies) != 1 || cookieCount(r.Header, name) != 1 || cookies[0].Value == "" || strings.ContainsAny(cookies[0].Value, " \t") {
 		return "", false, false, nil
 	}
 	if !cc.csrfOK(r, req.Method) {
 		return "", true, true, ErrCSRF
 	}
 	return cookies[0].Value, true, true, nil
+}
+
+// cookieCount is how many cookies named name the Cookie lines of h hold,
+// read as a browser writes them (name=value pairs split by ';') whatever
+// their values: Go's parser skips a cookie whose value it finds invalid (a
+// backslash, a quote inside, a byte past ASCII), so a forged second cookie
+// so spelled was not counted, and reached the app beside the checked one.
+func cookieCount(h http.Header, name string) int {
+	n := 0
+	for _, line := range h.Values("Cookie") {
+		for line != "" {
+			var part string
+			part, line, _ = strings.Cut(line, ";")
+			if k, _, _ := strings.Cut(part, "="); strings.TrimSpace(k) == name {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // csrfOK reports whether a request authenticated by a cookie may proceed:

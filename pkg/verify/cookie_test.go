@@ -105,6 +105,8 @@ func TestAuthenticate(t *testing.T) {
 		{"cookie on GET", c, verify.AuthRequest{Method: "GET"}, http.Header{"Cookie": {"__Host-access_token=c"}}, want{"c", true, true, false}},
 		{"two cookies of the name, one line", c, verify.AuthRequest{Method: "GET"}, http.Header{"Cookie": {"__Host-access_token=c; __Host-access_token=d"}}, want{"", false, false, false}},
 		{"two cookies of the name, two lines", c, verify.AuthRequest{Method: "GET"}, http.Header{"Cookie": {"__Host-access_token=c", "a=b; __Host-access_token=c"}}, want{"", false, false, false}},
+		{"a second cookie of the name Go's parser skips", c, verify.AuthRequest{Method: "GET"}, http.Header{"Cookie": {`__Host-access_token=c; __Host-access_token=d\`}}, want{"", false, false, false}},
+		{"a skipped one first", c, verify.AuthRequest{Method: "GET"}, http.Header{"Cookie": {"__Host-access_token=d\xc3\xa9; __Host-access_token=c"}}, want{"", false, false, false}},
 		{"cookie only: two refresh cookies", c, verify.AuthRequest{Method: "GET", Cookie: "__Host-refresh_token", CookieOnly: true}, http.Header{"Cookie": {"__Host-refresh_token=r; __Host-refresh_token=s"}}, want{"", false, false, false}},
 		{"cookie on POST without the CSRF proof", c, verify.AuthRequest{Method: "POST"}, http.Header{"Cookie": {"__Host-access_token=c"}}, want{"", true, true, true}},
 		{"cookie, unknown method counts as unsafe", c, verify.AuthRequest{}, http.Header{"Cookie": {"__Host-access_token=c"}}, want{"", true, true, true}},
