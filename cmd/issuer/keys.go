@@ -64,7 +64,7 @@ func newKeysRotateCmd() *cobra.Command {
 		Short: "Create a new signing key, published at once; it signs after --activate-in, when the current one retires (published until its tokens have expired)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withService(cmd.Context(), cfg, func(svc *auth.Service) error {
+			return withSealingService(cmd.Context(), cfg, func(svc *auth.Service) error {
 				in := cfg.ActivateIn
 				k, err := svc.AdminRotateKey(cmd.Context(), auth.Operator(), &in, cliMeta)
 				if err != nil {

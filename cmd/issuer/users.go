@@ -48,6 +48,10 @@ func newUsersCreateCmd() *cobra.Command {
 				return err
 			}
 			defer app.Close()
+			// The account's verification mail carries a sealed link.
+			if err := app.CheckKEK(cmd.Context()); err != nil {
+				return err
+			}
 			svc := app.OperatorAuth()
 			u, err := svc.Register(cmd.Context(), auth.RegisterInput{Email: email, Password: pw, Role: role}, auth.Meta{UserAgent: "issuer-cli"})
 			if err != nil {
@@ -90,11 +94,29 @@ var cliMeta = auth.Meta{UserAgent: "issuer-cli"}
 
 // withService opens the issuer's database and runs fn with the flows.
 func withService(ctx context.Context, cfg config.Issuer, fn func(svc *auth.Service) error) error {
+	return withApp(ctx, cfg, false, fn)
+}
+
+// withSealingService is withService for a command that seals what it
+// writes (a signing key, a webhook secret) under the key-encryption key: it
+// refuses a --kek-file that does not open the key signing now (app.CheckKEK).
+// The commands that read, or repair the keys (keys list, revoke, reseal),
+// do not check: they must work when a key is what is wrong.
+func withSealingService(ctx context.Context, cfg config.Issuer, fn func(svc *auth.Service) error) error {
+	return withApp(ctx, cfg, true, fn)
+}
+
+func withApp(ctx context.Context, cfg config.Issuer, seals bool, fn func(svc *auth.Service) error) error {
 	app, err := openApp(ctx, cfg, true)
 	if err != nil {
 		return err
 	}
 	defer app.Close()
+	if seals {
+		if err := app.CheckKEK(ctx); err != nil {
+			return err
+		}
+	}
 	return fn(app.OperatorAuth())
 }
 

@@ -36,7 +36,7 @@ func newWebhooksCreateCmd() *cobra.Command {
 		Short: "Register a webhook endpoint and print its secret (shown this once)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withService(cmd.Context(), cfg, func(svc *auth.Service) error {
+			return withSealingService(cmd.Context(), cfg, func(svc *auth.Service) error {
 				created, err := svc.AdminCreateWebhook(cmd.Context(), auth.Operator(), auth.WebhookInput{
 					URL: url, Events: events, Description: description, Format: format,
 				}, cliMeta)
@@ -126,7 +126,7 @@ func newWebhooksRotateSecretCmd() *cobra.Command {
 		Short: "Give a webhook endpoint a new secret and print it (shown this once); deliveries keep the old one until the overlap ends",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withService(cmd.Context(), cfg, func(svc *auth.Service) error {
+			return withSealingService(cmd.Context(), cfg, func(svc *auth.Service) error {
 				secret, err := svc.AdminRotateWebhookSecret(cmd.Context(), auth.Operator(), args[0], overlap, cliMeta)
 				if err != nil {
 					return describe(err)

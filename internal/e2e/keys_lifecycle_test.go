@@ -294,9 +294,10 @@ func TestKeyScheduleRefusesUnsafeSettings(t *testing.T) {
 	}
 }
 
-// TestSigningKeyNoReplicaOpens: issuer keys rotate refuses a --kek-file
-// that does not open the key signing now (it scheduled a key no replica
-// could open, and every login was 500 once it signed), and a replica that
+// TestSigningKeyNoReplicaOpens: issuer keys rotate, and every command that
+// seals, refuses a --kek-file that does not open the key signing now (a
+// rotation scheduled a key no replica could open, and every login was 500
+// once it signed), and a replica that
 // cannot open the key signing now (another one sealed it under a
 // key-encryption key this one does not hold) answers /health 503, so that
 // a load balancer sends the logins elsewhere.
@@ -308,9 +309,23 @@ func TestSigningKeyNoReplicaOpens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Nor does any command that seals what it writes under the file's
+	// key: a webhook secret, a mail's link token.
 	wrong := &issuer{dbURL: dbURL, kek: kekFile(t)}
-	if out, err := wrong.cli(t, "", "keys", "rotate", "--activate-in", "1s"); err == nil || !strings.Contains(out, "cannot be opened") {
-		t.Fatalf("keys rotate with a key-encryption key that opens nothing = %v\n%s\nwant refused", err, out)
+	for _, c := range []struct {
+		stdin string
+		args  []string
+	}{
+		{"", []string{"keys", "rotate", "--activate-in", "1s"}},
+		{"", []string{"webhooks", "create", "--url", "https://hooks.example/x", "--event", "*"}},
+		{strongPassword + "\n", []string{"users", "create", "--email", uniqueEmail(), "--password-stdin"}},
+	} {
+		if out, err := wrong.cli(t, c.stdin, c.args...); err == nil || !strings.Contains(out, "--kek-file") {
+			t.Fatalf("issuer %s with a key-encryption key that opens nothing = %v\n%s\nwant refused, naming --kek-file", strings.Join(c.args, " "), err, out)
+		}
+	}
+	if out, err := wrong.cli(t, "", "keys", "list"); err != nil {
+		t.Fatalf("keys list, which seals nothing, with that key-encryption key = %v\n%s", err, out)
 	}
 	// A new key-encryption key first, the old one after it: the rotation
 	// is allowed and seals the next key under the new one, which the

@@ -91,6 +91,26 @@ func loadKEK(cfg config.Issuer, log *slog.Logger) ([][]byte, error) {
 	return [][]byte{kek}, nil
 }
 
+// CheckKEK fails, naming --kek-file, when the key-encryption keys do not
+// open the key that signs now: what a command seals under them (a webhook
+// secret, a mail's link token) only replicas holding the same keys could
+// open. A database without a key yet passes.
+func (a *App) CheckKEK(ctx context.Context) error {
+	if err := a.Keys.CanSign(ctx); err != nil && !errors.Is(err, keys.ErrNoActiveKey) {
+		return a.kekError(err)
+	}
+	return nil
+}
+
+// kekError names --kek-file in err when the key-encryption keys did not
+// open a signing key.
+func (a *App) kekError(err error) error {
+	if !errors.Is(err, keys.ErrSealed) {
+		return err
+	}
+	return fmt.Errorf("--kek-file %s does not open the signing keys in the database: they were sealed under another key-encryption key (to change it, list the new key first and the old one after it, then run issuer keys reseal): %w", a.Cfg.KEKFile, err)
+}
+
 // Close releases the database.
 func (a *App) Close() error { return a.Store.Close() }
 

@@ -3,7 +3,6 @@ package issuerapp
 import (
 	"context"
 	"crypto/rand"
-	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -18,7 +17,6 @@ import (
 	"github.com/palisade-auth/palisade/internal/httpserver"
 	"github.com/palisade-auth/palisade/internal/idempotency"
 	"github.com/palisade-auth/palisade/internal/issuerapi"
-	"github.com/palisade-auth/palisade/internal/keys"
 	"github.com/palisade-auth/palisade/internal/mail"
 	"github.com/palisade-auth/palisade/internal/password"
 	"github.com/palisade-auth/palisade/internal/ratelimit"
@@ -90,10 +88,8 @@ func (a *App) rateLimiter(ctx context.Context, cfg config.Issuer, reg prometheus
 // /metrics beside its own.
 func (a *App) Serve(ctx context.Context, extra ...prometheus.Collector) error {
 	cfg := a.Cfg
-	if err := a.Keys.EnsureKey(ctx); errors.Is(err, keys.ErrSealed) {
-		return fmt.Errorf("--kek-file %s does not open the signing keys in the database: they were sealed under another key-encryption key (to change it, list the new key first and the old one after it, then run issuer keys reseal): %w", cfg.KEKFile, err)
-	} else if err != nil {
-		return err
+	if err := a.Keys.EnsureKey(ctx); err != nil {
+		return a.kekError(err)
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
