@@ -66,6 +66,7 @@ type LogWriter struct {
 	queue    []byte
 	spare    []byte    // the last batch's buffer, reused for the next queue
 	lost     int       // lines dropped since the last "log lines dropped" line
+	failed   error     // the output's error, when it failed some of them
 	next     *logBatch // finished when what is in queue now has been written
 	inflight *logBatch // the batch being written, nil when none
 	closed   bool
@@ -168,11 +169,11 @@ func (l *LogWriter) writeOut() {
 		l.mu.Unlock()
 		return
 	}
-	out, b, reported := l.queue, l.next, l.lost
+	out, b, reported, failed := l.queue, l.next, l.lost, l.failed
 	if reported > 0 {
-		out = appendDroppedLine(out, reported)
+		out = appendDroppedLine(out, reported, failed)
 	}
-	l.queue, l.spare, l.lost = l.spare[:0], nil, 0
+	l.queue, l.spare, l.lost, l.failed = l.spare[:0], nil, 0, nil
 	l.next, l.inflight = newLogBatch(), b
 	l.mu.Unlock()
 
@@ -191,6 +192,7 @@ func (l *LogWriter) writeOut() {
 		}
 		l.dropped.Add(uint64(unwritten))
 		l.lost += unwritten
+		l.failed = err
 	}
 	l.inflight = nil
 	if cap(out) <= 2*logBufferSize {
@@ -234,11 +236,15 @@ func (l *LogWriter) emit(p []byte) (int, error) {
 }
 
 // appendDroppedLine appends the WARN line that reports n dropped lines, in
-// the format of NewLogger's lines.
-func appendDroppedLine(out []byte, n int) []byte {
+// the format of NewLogger's lines: the output failed them (failed, its
+// latest error: a full disk, a reader gone) or did not take them in time.
+func appendDroppedLine(out []byte, n int, failed error) []byte {
 	buf := bytes.NewBuffer(out)
-	NewLogger(buf, slog.LevelWarn).Warn("log lines dropped",
-		slog.Int("lines", n), slog.String("reason", "the log output did not take them in time"))
+	attrs := []any{slog.Int("lines", n), slog.String("reason", "the log output did not take them in time")}
+	if failed != nil {
+		attrs = []any{slog.Int("lines", n), slog.String("reason", "the log output failed them"), slog.String("err", failed.Error())}
+	}
+	NewLogger(buf, slog.LevelWarn).Warn("log lines dropped", attrs...)
 	return buf.Bytes()
 }
 

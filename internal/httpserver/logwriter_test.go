@@ -307,8 +307,8 @@ func TestLogWriterEndsTheHalfLineAFailureLeft(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := strings.Join(sink.snapshot(), "")
-	if !strings.HasPrefix(out, "one\ntw\nfour\n{") || !strings.Contains(out, `"lines":2`) || !strings.HasSuffix(out, "}\n") {
-		t.Fatalf("the output got %q, want one, the half line ended, four, and a report of 2 lines", out)
+	if !strings.HasPrefix(out, "one\ntw\nfour\n{") || !strings.Contains(out, `"lines":2`) || !strings.Contains(out, `"reason":"the log output failed them","err":"no space left on device"`) || !strings.HasSuffix(out, "}\n") {
+		t.Fatalf("the output got %q, want one, the half line ended, four, and a report of 2 lines the output failed", out)
 	}
 }
 
