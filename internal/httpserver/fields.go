@@ -30,6 +30,9 @@ var errTooManyFields = errors.New("httpserver: too many header fields")
 type fieldListener struct {
 	net.Listener
 	max int
+	// refused, when not nil, is told of each request answered 431 on c
+	// (with the answer's size in bytes), for its access line.
+	refused func(c net.Conn, bytes int)
 }
 
 func (l fieldListener) Accept() (net.Conn, error) {
@@ -37,7 +40,7 @@ func (l fieldListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	fc := &fieldConn{Conn: c, max: l.max}
+	fc := &fieldConn{Conn: c, max: l.max, refused: l.refused}
 	fc.state.Store(fieldsCounting)
 	return fc, nil
 }
@@ -51,8 +54,9 @@ func (l fieldListener) Accept() (net.Conn, error) {
 // HTTP/2 or hijacked connection stops counting for good (fieldsOff).
 type fieldConn struct {
 	net.Conn
-	max   int
-	state atomic.Int32
+	max     int
+	refused func(c net.Conn, bytes int) // fieldListener's
+	state   atomic.Int32
 
 	// Used by the reads of the connection, one at a time, and by
 	// nextRequest once none is under way.
@@ -82,7 +86,11 @@ func (c *fieldConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if n > 0 && c.state.Load() == fieldsCounting && c.scan(p[:n]) {
 		c.state.Store(fieldsOff)
-		_, _ = c.Conn.Write([]byte(tooManyFieldsAnswer(c.max)))
+		answer := tooManyFieldsAnswer(c.max)
+		if c.refused != nil {
+			c.refused(c.Conn, len(answer)) // logged before the client can see the answer
+		}
+		_, _ = c.Conn.Write([]byte(answer))
 		return 0, &net.OpError{Op: "read", Net: "tcp", Addr: c.RemoteAddr(), Err: errTooManyFields}
 	}
 	return n, err

@@ -2,6 +2,7 @@ package httpserver
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -321,5 +322,36 @@ func TestLengthAndChunkedCloseTheConnection(t *testing.T) {
 	defer mu.Unlock()
 	if want := []string{"/first", "/second", "/first"}; !slices.Equal(paths, want) {
 		t.Errorf("the handler saw %q, want %q", paths, want)
+	}
+}
+
+// A request fieldConn answers 431 itself, before any handler, still gets
+// an access line.
+func TestRefusedHeaderIsLogged(t *testing.T) {
+	log, buf := newTestLogger()
+	s := New("test", log, http.NotFoundHandler(), Options{MaxHeaderFields: 5})
+	if err := s.Listen("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx) }()
+	defer func() { cancel(); <-done }()
+	c, err := net.Dial("tcp", s.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, withFields("GET", "/", 6, "")); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil || resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Fatalf("6 fields = %v, %v; want 431", resp, err)
+	}
+	lines := logLinesWithMsg(t, buf, "request")
+	if len(lines) != 1 || lines[0]["status"] != float64(431) || lines[0]["remote_addr"] != c.LocalAddr().String() || lines[0]["bytes"] == float64(0) {
+		t.Errorf("access lines = %v, want one with status 431 from %s", lines, c.LocalAddr())
 	}
 }

@@ -161,6 +161,15 @@ func (s *Server) Listen(addr string) error {
 	return nil
 }
 
+// logRefused writes the access line of a request fieldConn answered 431
+// before net/http read it, so no handler, AccessLog's included, saw it:
+// without it a flood of oversized headers left no trace in the access log.
+// Method and path were not read.
+func (s *Server) logRefused(c net.Conn, bytes int) {
+	s.logger.Info("request", slog.Int("status", http.StatusRequestHeaderFieldsTooLarge), slog.Int("bytes", bytes),
+		slog.String("remote_addr", c.RemoteAddr().String()), slog.String("reason", "too_many_header_fields"))
+}
+
 // Addr returns the bound address, or nil before Listen.
 func (s *Server) Addr() net.Addr {
 	if s.ln == nil {
@@ -181,7 +190,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		return fmt.Errorf("serve %s: %w", s.name, ErrNotListening)
 	}
 	served := make(chan error, 1)
-	go func() { served <- s.srv.Serve(fieldListener{Listener: s.ln, max: s.fields}) }()
+	go func() { served <- s.srv.Serve(fieldListener{Listener: s.ln, max: s.fields, refused: s.logRefused}) }()
 
 	select {
 	case err := <-served:
