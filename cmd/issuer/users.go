@@ -16,6 +16,7 @@ import (
 	"github.com/palisade-auth/palisade/internal/auth"
 	"github.com/palisade-auth/palisade/internal/config"
 	"github.com/palisade-auth/palisade/internal/issuerapi"
+	"github.com/palisade-auth/palisade/internal/keys"
 )
 
 func newUsersCmd() *cobra.Command {
@@ -74,6 +75,9 @@ func newUsersCreateCmd() *cobra.Command {
 
 // describe turns a domain error into a message for the terminal.
 func describe(err error) error {
+	if errors.Is(err, keys.ErrSealed) {
+		return fmt.Errorf("--kek-file does not open the signing keys in the database: they were sealed under another key-encryption key (%w)", err)
+	}
 	e := apperr.As(err)
 	if e.Kind == apperr.KindInternal {
 		return err

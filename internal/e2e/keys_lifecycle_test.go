@@ -327,6 +327,15 @@ func TestSigningKeyNoReplicaOpens(t *testing.T) {
 	if out, err := wrong.cli(t, "", "keys", "list"); err != nil {
 		t.Fatalf("keys list, which seals nothing, with that key-encryption key = %v\n%s", err, out)
 	}
+	// Revoking the key signing now, with no next key, makes a successor:
+	// not under keys no replica holds.
+	email := uniqueEmail()
+	register(t, is, email)
+	kid := kidOf(t, login(t, is, email, strongPassword, "").Access)
+	if out, err := wrong.cli(t, "", "keys", "revoke", "--", kid); err == nil || !strings.Contains(out, "--kek-file") {
+		t.Fatalf("keys revoke of the key signing now with a key-encryption key that opens nothing = %v\n%s\nwant refused, naming --kek-file", err, out)
+	}
+	wantStatus(t, "login after the refused revoke", postJSON(t, is.base+"/v1/login", loginBody(email, strongPassword)), http.StatusOK)
 	// A new key-encryption key first, the old one after it: the rotation
 	// is allowed and seals the next key under the new one, which the
 	// running replica, on the old file alone, does not hold.

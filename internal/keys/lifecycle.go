@@ -182,14 +182,8 @@ func (m *Manager) Rotate(ctx context.Context, activateIn time.Duration, record f
 		if err != nil {
 			return err
 		}
-		// A key sealed under a key-encryption key the replicas do not
-		// hold (issuer keys rotate run with the wrong --kek-file) would
-		// answer every login 500 once it signed: the key signing now
-		// must open with the one this key is sealed under.
-		if active, ok := activeKey(ks, now); ok {
-			if err := m.opens(active); err != nil {
-				return err
-			}
+		if err := m.opensAny(ks); err != nil {
+			return err
 		}
 		at := now.Add(activateIn)
 		k, err := m.newKey(now, at)
@@ -353,6 +347,9 @@ func (m *Manager) Revoke(ctx context.Context, kid string, record func(q store.Qu
 				}
 				r.Successor = next.KID
 			} else {
+				if err := m.opensAny(ks); err != nil {
+					return err
+				}
 				k, err := m.newKey(now, now)
 				if err != nil {
 					return err

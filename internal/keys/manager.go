@@ -144,6 +144,24 @@ func (m *Manager) opens(k store.SigningKey) error {
 	return nil
 }
 
+// opensAny fails with ErrSealed when the key-encryption keys open none of
+// ks: a key made now would be sealed under keys the replicas do not hold
+// (issuer keys rotate or revoke run with the wrong --kek-file), and every
+// login would be 500 once it signed. Any key will do, a retired one too,
+// so that the right file can still replace an active key sealed under a
+// wrong one.
+func (m *Manager) opensAny(ks []store.SigningKey) error {
+	for _, k := range ks {
+		if m.opens(k) == nil {
+			return nil
+		}
+	}
+	if len(ks) == 0 {
+		return nil
+	}
+	return fmt.Errorf("keys: the key-encryption keys open none of the %d signing keys: %w", len(ks), ErrSealed)
+}
+
 // CanSign reports whether the key that signs now can sign: its private
 // half opens (ErrSealed otherwise: a key another replica sealed under a
 // key-encryption key this one does not hold), or was opened before.

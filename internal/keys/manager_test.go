@@ -9,6 +9,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -141,6 +142,17 @@ func TestEnsureKeyRefusesAnotherKEK(t *testing.T) {
 		}
 		if ks, _ := st.SigningKeys(ctx, clk.Now()); len(ks) != 1 {
 			t.Fatalf("a refused Rotate left %d keys, want the 1 there was", len(ks))
+		}
+		// Nor may a revocation of the key signing now, which would make
+		// its successor under B.
+		active := states(t, newManager(st, newSealer(t, kekA), clk))
+		for kid := range active {
+			if _, err := wrong.Revoke(ctx, kid, nil); !errors.Is(err, keys.ErrSealed) {
+				t.Fatalf("Revoke under B of the key sealed under A, with no next key = %v, want ErrSealed", err)
+			}
+		}
+		if got := states(t, newManager(st, newSealer(t, kekA), clk)); fmt.Sprint(got) != fmt.Sprint(active) {
+			t.Fatalf("a refused Revoke changed the keys: %v, want %v", got, active)
 		}
 		ring, err := keys.NewKeyring([][]byte{kekB, kekA}, rand.Reader)
 		if err != nil {
