@@ -22,6 +22,13 @@ const (
 	maxMethodLen    = 32
 )
 
+// LogPath is what a log line holds of a request's path: bounded as in
+// the access line, for the other lines that name it.
+func LogPath(path string) string { return clip(path, maxPathLen) }
+
+// LogMethod is what a log line holds of a request's method.
+func LogMethod(method string) string { return clip(method, maxMethodLen) }
+
 // clip is the longest prefix of s whose JSON string escape (as slog's
 // JSON handler writes it) takes at most n bytes.
 func clip(s string, n int) string {
@@ -91,8 +98,8 @@ func AccessLog(logger *slog.Logger, next http.Handler) http.Handler {
 				id = w.Header().Get(HeaderRequestID)
 			}
 			attrs := [...]slog.Attr{
-				slog.String("method", clip(r.Method, maxMethodLen)),
-				slog.String("path", clip(r.URL.Path, maxPathLen)),
+				slog.String("method", LogMethod(r.Method)),
+				slog.String("path", LogPath(r.URL.Path)),
 				slog.Int("status", status),
 				slog.Int64("bytes", rec.bytes),
 				slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),

@@ -45,7 +45,7 @@ func (a *API) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		status = http.StatusInternalServerError
 	}
 	if status >= 500 {
-		a.log.ErrorContext(r.Context(), "request failed", "code", e.Code, "err", e.Err, "path", r.URL.Path)
+		a.log.ErrorContext(r.Context(), "request failed", "code", e.Code, "err", e.Err, "path", httpserver.LogPath(r.URL.Path))
 	}
 	if status == http.StatusUnauthorized && e.Code == auth.CodeInvalidToken {
 		w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)

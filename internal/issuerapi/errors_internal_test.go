@@ -35,3 +35,16 @@ func TestWriteErrorTellsAHangUpFromAFault(t *testing.T) {
 		t.Errorf("a cancelled call on a live request = %d, log %q; want 500, logged", w.Code, logs.String())
 	}
 }
+
+// A failure's log line names the path as the access line does, bounded: a
+// client could make it any length (120 KB with 20,000 escaped bytes).
+func TestWriteErrorBoundsThePath(t *testing.T) {
+	var logs bytes.Buffer
+	a := New(Deps{Logger: slog.New(slog.NewJSONHandler(&logs, nil))}, Config{})
+	r := httptest.NewRequest("DELETE", "/v1/sessions/x", nil)
+	r.URL.Path = "/v1/sessions/" + strings.Repeat("\x01", 20000)
+	a.writeError(httptest.NewRecorder(), r, fmt.Errorf("database blip"))
+	if !strings.Contains(logs.String(), "request failed") || logs.Len() > 2<<10 {
+		t.Errorf("the failure's log line is %d bytes, want one within 2 KiB:\n%.300s", logs.Len(), logs.String())
+	}
+}

@@ -85,7 +85,7 @@ func (g *gate) decide(w http.ResponseWriter, r *http.Request, method, escapedPat
 	tok, fromCookie, ok, err := g.cfg.Cookies.Authenticate(r, verify.AuthRequest{Method: method})
 	if errors.Is(err, verify.ErrCSRF) {
 		g.cfg.Metrics.outcome(OutcomeRejected, ReasonCSRF)
-		g.cfg.Logger.DebugContext(r.Context(), "cookie-authenticated request failed the CSRF check", slog.String("method", method))
+		g.cfg.Logger.DebugContext(r.Context(), "cookie-authenticated request failed the CSRF check", slog.String("method", httpserver.LogMethod(method)))
 		g.refuse(w, r, refuseCSRF)
 		return nil, false
 	}

@@ -258,7 +258,7 @@ func (p *Proxy) endBrokenAnswer(w http.ResponseWriter, r *http.Request) {
 	default:
 		p.cfg.Metrics.failure(FailureUpstream)
 		p.cfg.Logger.WarnContext(r.Context(), "upstream broke off its answer",
-			slog.String("request_id", httpserver.RequestIDFromContext(r.Context())), slog.String("path", r.URL.Path))
+			slog.String("request_id", httpserver.RequestIDFromContext(r.Context())), slog.String("path", httpserver.LogPath(r.URL.Path)))
 	}
 	if r.ProtoMajor != 2 || !isGRPCOverHTTP2(r.Header) {
 		panic(v)
