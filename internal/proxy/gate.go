@@ -103,8 +103,14 @@ func (g *gate) decide(w http.ResponseWriter, r *http.Request, method, escapedPat
 	if !fromCookie {
 		// Nobody checked an access cookie sent beside the header: an app
 		// reading its own cookie would take the client's word for who
-		// it is. (A cookie that authenticated is the one checked.)
+		// it is. (A cookie that authenticated is the one checked.) One
+		// that is no cookie to Go but is to some app's parser (after a
+		// space, a non-breaking space) cannot be cut out: refused.
 		StripCookies(r.Header, g.accessCookie)
+		if verify.CookieMentions(r.Header, g.accessCookie) > 0 {
+			g.reject(w, r, &verify.Error{Reason: ReasonSmuggledCookie})
+			return nil, false
+		}
 	}
 	g.cfg.Metrics.outcome(OutcomeAllowed, "")
 	return id, true
@@ -120,6 +126,12 @@ func (g *gate) decide(w http.ResponseWriter, r *http.Request, method, escapedPat
 // forward-auth, a proxy may mount gRPC services under a prefix and rewrite
 // it away.
 func grpcMethodPath(escapedPath string) bool { return strings.Count(escapedPath, "/") == 2 }
+
+// ReasonSmuggledCookie is the metrics reason of a request authenticated
+// by its Authorization header whose Cookie lines still name the access
+// cookie once its cookies of that name are removed: a second one hidden
+// where Go's parser does not see it, but an app's might.
+const ReasonSmuggledCookie verify.Reason = "smuggled_cookie"
 
 // ReasonCSRF is the metrics reason of a cookie-authenticated request that
 // failed the CSRF rule.

@@ -82,7 +82,8 @@ type AuthRequest struct {
 //     the header is malformed, never a cookie behind it. A header cannot
 //     be set cross-site, so no CSRF check applies.
 //   - Otherwise, when c is not nil, the cookie's value, non-empty,
-//     without whitespace and the only cookie of its name: a browser holds
+//     without whitespace and the only mention of its name
+//     (CookieMentions): a browser holds
 //     one __Host- cookie of a name for a host, so a second one was added
 //     by hand, and a transport checking the first would pass the app a
 //     second nobody checked (a parser keeping the last one reads that
@@ -107,7 +108,7 @@ func (c *CookieAuth) Authenticate(r *http.Request, req AuthRequest) (tok string,
 		name = cc.AccessCookie
 	}
 	cookies := r.CookiesNamed(name)
-	if len(cookies) != 1 || cookieCount(r.Header, name) != 1 || cookies[0].Value == "" || strings.ContainsAny(cookies[0].Value, " \t") {
+	if len(cookies) != 1 || CookieMentions(r.Header, name) != 1 || cookies[0].Value == "" || strings.ContainsAny(cookies[0].Value, " \t") {
 		return "", false, false, nil
 	}
 	if !cc.csrfOK(r, req.Method) {
@@ -116,24 +117,28 @@ func (c *CookieAuth) Authenticate(r *http.Request, req AuthRequest) (tok string,
 	return cookies[0].Value, true, true, nil
 }
 
-// cookieCount is how many cookies named name the Cookie lines of h hold,
-// read as a browser writes them (name=value pairs split by ';') whatever
-// their values: Go's parser skips a cookie whose value it finds invalid (a
-// backslash, a quote inside, a byte past ASCII), so a forged second cookie
-// so spelled was not counted, and reached the app beside the checked one.
-func cookieCount(h http.Header, name string) int {
+// CookieMentions is how many times the Cookie lines of h name the
+// cookie name, read as loosely as the parsers of apps behind a verifier
+// read them: anywhere in a line, whatever separates it (Python's
+// SimpleCookie splits on white space, some parsers strip a non-breaking
+// space), case folded, and with '.', ' ', '[' and a percent-encoded '_'
+// as '_' (PHP makes them '_' in cookie names). A well-formed single
+// cookie of the name mentions it once; anything more may be a second one
+// that some parser reads. Go's parser skips a cookie whose value it finds
+// invalid, so counting what it parsed let such a second cookie through,
+// forged, beside the one checked.
+func CookieMentions(h http.Header, name string) int {
+	want := foldCookieName(name)
 	n := 0
 	for _, line := range h.Values("Cookie") {
-		for line != "" {
-			var part string
-			part, line, _ = strings.Cut(line, ";")
-			if k, _, _ := strings.Cut(part, "="); strings.TrimSpace(k) == name {
-				n++
-			}
-		}
+		n += strings.Count(foldCookieName(line), want)
 	}
 	return n
 }
+
+var cookieNameFolds = strings.NewReplacer(".", "_", " ", "_", "[", "_", "%5f", "_")
+
+func foldCookieName(s string) string { return cookieNameFolds.Replace(strings.ToLower(s)) }
 
 // csrfOK reports whether a request authenticated by a cookie may proceed:
 // safe methods always, others (and an unknown method) only with an allowed
