@@ -189,7 +189,7 @@ func TestReplayQueuedBehindARevocation(t *testing.T) {
 			release := testdb.Hold(t, dbURL, "SELECT 1 FROM users WHERE id = $1 FOR SHARE", u.ID)
 			revoked := make(chan error, 1)
 			go func() { revoked <- revoke(f, u, b) }()
-			waitLockWaiters(t, f.st, 1)
+			testdb.WaitLockWaiters(t, f.st.(testdb.LockWaiting), 1)
 			replayed := make(chan error, 1)
 			go func() {
 				p, err := f.svc.Refresh(ctx, a.RefreshToken, auth.Meta{})
@@ -198,7 +198,7 @@ func TestReplayQueuedBehindARevocation(t *testing.T) {
 				}
 				replayed <- err
 			}()
-			waitLockWaiters(t, f.st, 2)
+			testdb.WaitLockWaiters(t, f.st.(testdb.LockWaiting), 2)
 			release()
 			if err := <-revoked; err != nil {
 				t.Fatalf("%s = %v", name, err)
@@ -220,7 +220,7 @@ func TestRevocationIsDatedWhenItTakesEffect(t *testing.T) {
 	release := testdb.Hold(t, dbURL, "SELECT 1 FROM users WHERE id = $1 FOR SHARE", u.ID)
 	done := make(chan error, 1)
 	go func() { done <- f.svc.Logout(ctx, a.RefreshToken, auth.Meta{}) }()
-	waitLockWaiters(t, f.st, 1)
+	testdb.WaitLockWaiters(t, f.st.(testdb.LockWaiting), 1)
 	f.clock.Advance(time.Minute) // the wait
 	release()
 	if err := <-done; err != nil {
@@ -232,28 +232,6 @@ func TestRevocationIsDatedWhenItTakesEffect(t *testing.T) {
 	}
 	if want := f.clock.Now().UTC(); sess.RevokedAt == nil || !sess.RevokedAt.Equal(want) {
 		t.Fatalf("session revoked at %v after waiting for the lock, want %v, when the logout got it", sess.RevokedAt, want)
-	}
-}
-
-// waitLockWaiters returns once n operations of st wait for a lock.
-func waitLockWaiters(t *testing.T, st store.Store, n int) {
-	t.Helper()
-	lw := st.(interface {
-		LockWaiters(ctx context.Context) (int, error)
-	})
-	deadline := time.Now().Add(time.Minute) // a hang guard, not a timing assumption
-	for {
-		got, err := lw.LockWaiters(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d operations wait for a lock after a minute, want %d", got, n)
-		}
-		time.Sleep(time.Millisecond)
 	}
 }
 

@@ -185,3 +185,31 @@ func Hold(t testing.TB, url, stmt string, args ...any) (release func()) {
 	}
 	return release
 }
+
+// LockWaiting is a store that reports how many of its operations wait for
+// a lock another transaction holds (sqlstore.Store.LockWaiters).
+type LockWaiting interface {
+	LockWaiters(ctx context.Context) (int, error)
+}
+
+// WaitLockWaiters returns once at least n operations of st wait for a
+// lock: a racing operation has reached the database and queued, which a
+// test knows from the database rather than by sleeping. It polls; the
+// minute's deadline is a guard against a hang, not a timing assumption.
+func WaitLockWaiters(t testing.TB, st LockWaiting, n int) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		got, err := st.LockWaiters(context.Background())
+		if err != nil {
+			t.Fatalf("testdb: LockWaiters: %v", err)
+		}
+		if got >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("testdb: %d operations wait for a lock after a minute, want %d", got, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

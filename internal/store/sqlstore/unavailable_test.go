@@ -238,14 +238,7 @@ func TestCancelledStatementIsTheContexts(t *testing.T) {
 		_, err := st.UserByID(ctx, "01a2131d-4901-7d37-bc70-e73180384996")
 		done <- err
 	}()
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
-		if n, err := st.LockWaiters(t.Context()); err != nil || n > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the read did not wait for the lock within a minute") // a hang guard
-		}
-	}
+	testdb.WaitLockWaiters(t, st, 1)
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("a read cancelled while it waited for a lock = %v, want context.Canceled", err)
