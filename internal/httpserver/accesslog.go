@@ -46,8 +46,9 @@ func clip(s string, n int) string {
 
 // escapedWidth is how many bytes the first character of s takes escaped in
 // a JSON string, and how many bytes of s it is: a control character six
-// (\u00XX; \n, \r and \t take two, counted six), a quote or backslash two, a byte that is no UTF-8 six
-// (\ufffd), as are U+2028 and U+2029; any other character its own size.
+// (\u00XX; \n, \r and \t take two, counted six), a quote or backslash
+// two, a byte that is no UTF-8 six (\ufffd), as are U+2028 and U+2029; any
+// other character its own size.
 func escapedWidth(s string) (width, size int) {
 	if b := s[0]; b < utf8.RuneSelf {
 		switch {
@@ -66,8 +67,8 @@ func escapedWidth(s string) (width, size int) {
 }
 
 // AccessLog writes one line per request once the handler returns: Info, or
-// Error for a 5xx other than 501. It records only the path, never the query string, headers
-// or bodies, because those may carry tokens and passwords.
+// Error for a 5xx other than 501. It records only the path, never the query
+// string, headers or bodies, because those may carry tokens and passwords.
 //
 // A gRPC call's line also carries its grpc_status: its HTTP status is 200
 // whether the call succeeded or not. A line whose answer was cut off
