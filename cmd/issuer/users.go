@@ -44,22 +44,15 @@ func newUsersCreateCmd() *cobra.Command {
 				return fmt.Errorf("read password from stdin: %w", err)
 			}
 			pw := strings.TrimRight(line, "\r\n")
-			app, err := openApp(cmd.Context(), cfg, true)
-			if err != nil {
-				return err
-			}
-			defer app.Close()
 			// The account's verification mail carries a sealed link.
-			if err := app.CheckKEK(cmd.Context()); err != nil {
-				return err
-			}
-			svc := app.OperatorAuth()
-			u, err := svc.Register(cmd.Context(), auth.RegisterInput{Email: email, Password: pw, Role: role}, auth.Meta{UserAgent: "issuer-cli"})
-			if err != nil {
-				return describe(err)
-			}
-			cmd.Printf("created user %s (%s, role %s)\n", u.ID, u.Email, u.Role)
-			return nil
+			return withSealingService(cmd.Context(), cfg, func(svc *auth.Service) error {
+				u, err := svc.Register(cmd.Context(), auth.RegisterInput{Email: email, Password: pw, Role: role}, auth.Meta{UserAgent: "issuer-cli"})
+				if err != nil {
+					return describe(err)
+				}
+				cmd.Printf("created user %s (%s, role %s)\n", u.ID, u.Email, u.Role)
+				return nil
+			})
 		},
 	}
 	f := cmd.Flags()
